@@ -1,0 +1,316 @@
+"""Request-rewrite stage and nested execution chain, sync and async twins.
+
+Rules (from the plugin-middleware contract, tightened):
+
+* Request callbacks run in registration order and see the effective payload so
+  far plus the untouched original, both as read-only views. ``{"request": ...}``
+  / ``{"args": ...}`` (+ optional ``source``/``reason``) replaces the payload and
+  adds a trace entry; ``None`` is no change; anything else is a failure.
+* Execution callbacks nest in registration order (first is outermost) and get a
+  single-use ``next_call``. Raising before ``next_call`` skips the layer;
+  raising after it returned keeps the downstream result; a downstream failure
+  propagates as the original exception object; not calling it short-circuits.
+* Every failure is fail-open, counted and warned once (``FailureLog``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from . import observe as o
+from .contract import ORIGINAL_KEY, PAYLOAD_KEY, CallInfo, make_trace_entry
+from .failures import MIDDLEWARE, FailureLog, describe, signature_mismatch_hint
+from .observe import PipelineObserver
+from .payloads import changed_keys, freeze
+from .registry import Layer
+
+_TRACE_KEYS = frozenset({"source", "reason", "name"})
+
+
+class NextCallReusedError(RuntimeError):
+    """Raised inside a middleware that calls ``next_call`` a second time."""
+
+
+class AsyncMiddlewareInSyncCallError(TypeError):
+    """An ``async def`` callback was registered but the host call is synchronous."""
+
+
+def _close_awaitable(value: Any) -> None:
+    close = getattr(value, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            pass
+
+
+def _check_rewrite(kind: str, key: str, ret: Any) -> str | None:
+    """None when ``ret`` is a valid complete replacement, else why it is not."""
+    if not isinstance(ret, dict):
+        return f"returned {type(ret).__name__}; expected None or {{{key!r}: {{...}}}}"
+    if key not in ret:
+        return f"returned a dict without {key!r} (partial patches are not accepted)"
+    extra = set(ret) - {key} - _TRACE_KEYS
+    if extra:
+        return f"returned unexpected keys {sorted(map(str, extra))} (partial patch?)"
+    if not isinstance(ret[key], dict):
+        return f"{key!r} must be a dict, got {type(ret[key]).__name__}"
+    return None
+
+
+def _fail(
+    failures: FailureLog, layer: Layer, phase: str, exc: BaseException | None, msg: str,
+    provided: Any = (),
+) -> None:
+    if exc is not None:
+        hint = signature_mismatch_hint(exc, provided)
+        msg = f"{msg}: {describe(exc)}" + (f" ({hint})" if hint else "")
+    failures.record(MIDDLEWARE, layer.kind, layer.name, msg, exc,
+                    signature=(phase, type(exc).__name__ if exc else msg, str(exc)[:200]))
+
+
+class RewriteStep:
+    """Shared per-callback bookkeeping for the sync and async rewrite stages."""
+
+    __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
+
+    def __init__(self, kind: str, call: CallInfo, current: Any, original: Any,
+                 base_kw: dict[str, Any], obs: PipelineObserver | None,
+                 failures: FailureLog) -> None:
+        self.kind, self.call, self.current, self.obs, self.failures = (
+            kind, call, current, obs, failures)
+        self.key = PAYLOAD_KEY[kind]
+        self.kw = base_kw
+        self.kw[ORIGINAL_KEY[self.key]] = original
+
+    def start(self, layer: Layer, pos: int) -> Any:
+        self.kw[self.key] = self.current
+        return self.obs.rewrite_started(self.call, layer, pos) if self.obs is not None else None
+
+    def finish(self, layer: Layer, token: Any, ret: Any, exc: BaseException | None) -> None:
+        outcome, keys, source, reason = o.UNCHANGED, [], None, None
+        if exc is not None:
+            outcome = o.FAILED
+            _fail(self.failures, layer, "raise", exc, "request middleware raised", self.kw)
+        elif ret is not None:
+            problem = _check_rewrite(self.kind, self.key, ret)
+            if problem is not None:
+                outcome = o.FAILED
+                _fail(self.failures, layer, "shape", None, f"bad return shape: {problem}")
+            else:
+                new = freeze(ret[self.key])
+                keys = changed_keys(self.current, new)
+                source = ret.get("source") if isinstance(ret.get("source"), str) else None
+                reason = ret.get("reason") if isinstance(ret.get("reason"), str) else None
+                self.current = new
+                outcome = o.REWRITTEN
+                self.call.middleware_trace.append(
+                    make_trace_entry(self.kind, layer.name, layer.plugin, source, reason))
+        if self.obs is not None:
+            self.obs.rewrite_finished(self.call, token, outcome, keys, source, reason, exc)
+
+
+def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                 original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
+                 failures: FailureLog) -> Any:
+    """Apply request middleware; returns the effective (frozen) payload."""
+    step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
+    for pos, layer in enumerate(layers):
+        token = step.start(layer, pos)
+        ret: Any = None
+        err: BaseException | None = None
+        try:
+            ret = layer.callback(**step.kw)
+            if inspect.isawaitable(ret):
+                _close_awaitable(ret)
+                ret = None
+                raise AsyncMiddlewareInSyncCallError(
+                    "async request middleware cannot run in a synchronous call")
+        except Exception as exc:
+            err = exc
+        step.finish(layer, token, ret, err)
+    return step.current
+
+
+async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                        original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
+                        failures: FailureLog) -> Any:
+    step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
+    for pos, layer in enumerate(layers):
+        token = step.start(layer, pos)
+        ret: Any = None
+        err: BaseException | None = None
+        try:
+            ret = layer.callback(**step.kw)
+            if inspect.isawaitable(ret):
+                ret = await ret
+        except Exception as exc:
+            err = exc
+        step.finish(layer, token, ret, err)
+    return step.current
+
+
+# Per-frame state of next_call: 0 not called, 1 running, 2 returned, 3 raised.
+_NOT_CALLED, _RUNNING, _RETURNED, _RAISED = 0, 1, 2, 3
+
+
+class _Frame:
+    __slots__ = ("error", "pending", "result", "state")
+
+    def __init__(self) -> None:
+        self.state = _NOT_CALLED
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.pending: Any = None  # async: the coroutine next_call handed out
+
+
+def _reused(layer: Layer) -> NextCallReusedError:
+    return NextCallReusedError(
+        f"middleware {layer.name!r} called next_call() more than once; "
+        "execution middleware may call it at most once")
+
+
+def _on_raise(frame: _Frame, layer: Layer, exc: BaseException, failures: FailureLog,
+              kw: dict[str, Any]) -> str:
+    """Classify an exception raised by an execution callback. Returns the outcome."""
+    if frame.state == _RAISED or frame.state == _RUNNING:
+        return o.ERROR
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: never swallowed
+        return o.ERROR
+    if frame.state == _RETURNED:
+        _fail(failures, layer, "after", exc, "execution middleware raised after next_call")
+        return o.FAILED_AFTER_NEXT
+    _fail(failures, layer, "before", exc, "execution middleware raised before next_call", kw)
+    return o.FAILED_BEFORE_NEXT
+
+
+def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                  base_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                  obs: PipelineObserver | None, failures: FailureLog) -> Any:
+    """Run ``terminal(payload)`` inside the nested execution chain."""
+    n = len(layers)
+
+    def call_at(i: int, p: Any) -> Any:
+        if i >= n:
+            return terminal(p)
+        layer = layers[i]
+        frame = _Frame()
+
+        def next_call(next_payload: Any = None) -> Any:
+            if frame.state != _NOT_CALLED:
+                raise _reused(layer)
+            frame.state = _RUNNING
+            try:
+                r = call_at(i + 1, p if next_payload is None else next_payload)
+            except BaseException as e:
+                frame.state, frame.error = _RAISED, e
+                raise
+            frame.state, frame.result = _RETURNED, r
+            return r
+
+        kw = {**base_kw, key: p, "next_call": next_call}
+        failed: BaseException | None = None
+        token = obs.wrapper_started(call, layer, i) if obs is not None else None
+        try:
+            result = layer.callback(**kw)
+            if inspect.isawaitable(result) and frame.state == _NOT_CALLED:
+                _close_awaitable(result)
+                raise AsyncMiddlewareInSyncCallError(
+                    "async execution middleware cannot run in a synchronous call")
+        except BaseException as exc:
+            outcome = _on_raise(frame, layer, exc, failures, kw)
+            if obs is not None:
+                obs.wrapper_finished(call, token, outcome, exc)
+            if outcome == o.ERROR:
+                if not (isinstance(exc, NextCallReusedError) and frame.error is not None):
+                    raise
+                failed = frame.error  # re-raised below, outside this handler
+        else:
+            failed = None
+            outcome = ""
+        if failed is not None:
+            raise failed
+        if outcome == o.FAILED_AFTER_NEXT:
+            return frame.result
+        if outcome == o.FAILED_BEFORE_NEXT:
+            return call_at(i + 1, p)
+        outcome = o.SHORT_CIRCUIT if frame.state == _NOT_CALLED else o.PASSED
+        if obs is not None:
+            obs.wrapper_finished(call, token, outcome, None)
+        return result
+
+    return call_at(0, payload)
+
+
+async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                         base_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                         obs: PipelineObserver | None, failures: FailureLog) -> Any:
+    """Async twin: callbacks may be sync or ``async def``; ``next_call`` returns an
+    awaitable (a sync callback may simply return it)."""
+    n = len(layers)
+
+    async def call_at(i: int, p: Any) -> Any:
+        if i >= n:
+            r = terminal(p)
+            if inspect.isawaitable(r):
+                r = await r
+            return r
+        layer = layers[i]
+        frame = _Frame()
+
+        async def run_next(np: Any) -> Any:
+            try:
+                r = await call_at(i + 1, np)
+            except BaseException as e:
+                frame.state, frame.error = _RAISED, e
+                raise
+            frame.state, frame.result = _RETURNED, r
+            return r
+
+        def next_call(next_payload: Any = None) -> Any:
+            if frame.state != _NOT_CALLED:
+                raise _reused(layer)
+            frame.state = _RUNNING
+            frame.pending = run_next(p if next_payload is None else next_payload)
+            return frame.pending
+
+        kw = {**base_kw, key: p, "next_call": next_call}
+        failed: BaseException | None = None
+        token = obs.wrapper_started(call, layer, i) if obs is not None else None
+        try:
+            result = layer.callback(**kw)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as exc:
+            if frame.state == _RUNNING and inspect.getcoroutinestate(
+                    frame.pending) == inspect.CORO_CREATED:
+                frame.pending.close()  # handed out but never awaited: downstream never ran
+                frame.state = _NOT_CALLED
+            outcome = _on_raise(frame, layer, exc, failures, kw)
+            if obs is not None:
+                obs.wrapper_finished(call, token, outcome, exc)
+            if outcome == o.ERROR:
+                if not (isinstance(exc, NextCallReusedError) and frame.error is not None):
+                    raise
+                failed = frame.error  # re-raised below, outside this handler
+        else:
+            failed = None
+            outcome = ""
+        if failed is not None:
+            raise failed
+        if outcome == o.FAILED_AFTER_NEXT:
+            return frame.result
+        if outcome == o.FAILED_BEFORE_NEXT:
+            return await call_at(i + 1, p)
+        if frame.state == _RUNNING and inspect.getcoroutinestate(
+                frame.pending) == inspect.CORO_CREATED:
+            frame.pending.close()  # discarded without awaiting: treat as short-circuit
+            frame.state = _NOT_CALLED
+        outcome = o.SHORT_CIRCUIT if frame.state == _NOT_CALLED else o.PASSED
+        if obs is not None:
+            obs.wrapper_finished(call, token, outcome, None)
+        return result
+
+    return await call_at(0, payload)

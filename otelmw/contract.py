@@ -1,0 +1,172 @@
+"""The plugin-middleware contract: kinds, schema versions, hook names, call context.
+
+Nothing here imports OpenTelemetry. The names mirror the reference contract
+(``shared/reference/plugin-middleware-contract.md``) with otelmw's schema ids.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from random import getrandbits
+from typing import Any, Final
+
+TELEMETRY_SCHEMA_VERSION: Final = "otelmw.observer.v1"
+MIDDLEWARE_SCHEMA_VERSION: Final = "otelmw.middleware.v1"
+
+LLM_REQUEST: Final = "llm_request"
+TOOL_REQUEST: Final = "tool_request"
+LLM_EXECUTION: Final = "llm_execution"
+TOOL_EXECUTION: Final = "tool_execution"
+
+REQUEST_KINDS: Final = frozenset({LLM_REQUEST, TOOL_REQUEST})
+EXECUTION_KINDS: Final = frozenset({LLM_EXECUTION, TOOL_EXECUTION})
+MIDDLEWARE_KINDS: Final = REQUEST_KINDS | EXECUTION_KINDS
+
+# Payload key each kind rewrites / forwards through ``next_call``.
+PAYLOAD_KEY: Final = {
+    LLM_REQUEST: "request",
+    LLM_EXECUTION: "request",
+    TOOL_REQUEST: "args",
+    TOOL_EXECUTION: "args",
+}
+ORIGINAL_KEY: Final = {"request": "original_request", "args": "original_args"}
+
+PRE_API_REQUEST: Final = "pre_api_request"
+POST_API_REQUEST: Final = "post_api_request"
+API_REQUEST_ERROR: Final = "api_request_error"
+PRE_TOOL_CALL: Final = "pre_tool_call"
+POST_TOOL_CALL: Final = "post_tool_call"
+TRANSFORM_TOOL_RESULT: Final = "transform_tool_result"
+
+HOOK_NAMES: Final = frozenset(
+    {
+        PRE_API_REQUEST,
+        POST_API_REQUEST,
+        API_REQUEST_ERROR,
+        PRE_TOOL_CALL,
+        POST_TOOL_CALL,
+        TRANSFORM_TOOL_RESULT,
+    }
+)
+
+# Runtime ids whose tool results are already in the native shape: normalization
+# is bypassed for them (and for "no runtime id"), as in the result contract.
+NATIVE_RUNTIME_IDS: Final = frozenset({"praisonai"})
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeContext:
+    """Ids the host sets for the current session / task / turn."""
+
+    session_id: str | None = None
+    task_id: str | None = None
+    turn_id: str | None = None
+    agent_name: str | None = None
+    runtime_id: str | None = None
+
+
+_EMPTY_CONTEXT: Final = RuntimeContext()
+_runtime_context: contextvars.ContextVar[RuntimeContext] = contextvars.ContextVar(
+    "otelmw_runtime_context", default=_EMPTY_CONTEXT
+)
+
+
+def current_runtime_context() -> RuntimeContext:
+    """The runtime context of the calling task/thread (empty when none is set)."""
+    return _runtime_context.get()
+
+
+@contextmanager
+def runtime_context(
+    *,
+    session_id: str | None = None,
+    task_id: str | None = None,
+    turn_id: str | None = None,
+    agent_name: str | None = None,
+    runtime_id: str | None = None,
+) -> Iterator[RuntimeContext]:
+    """Set ids for every pipeline call made inside the block.
+
+    Unset fields inherit from an enclosing block, so a host can set the session
+    once and the turn per turn. Contextvars carry it into asyncio tasks.
+    """
+    outer = _runtime_context.get()
+    ctx = RuntimeContext(
+        session_id=session_id if session_id is not None else outer.session_id,
+        task_id=task_id if task_id is not None else outer.task_id,
+        turn_id=turn_id if turn_id is not None else outer.turn_id,
+        agent_name=agent_name if agent_name is not None else outer.agent_name,
+        runtime_id=runtime_id if runtime_id is not None else outer.runtime_id,
+    )
+    token = _runtime_context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        try:
+            _runtime_context.reset(token)
+        except ValueError:  # token from another context (generator finalised elsewhere)
+            _runtime_context.set(outer)
+
+
+def new_request_id(prefix: str | None = None) -> str:
+    """A per-call id: ``<turn_id>:api:<hex>`` inside a turn, else ``req-<hex>``."""
+    suffix = f"{getrandbits(48):012x}"
+    return f"{prefix}:api:{suffix}" if prefix else f"req-{suffix}"
+
+
+@dataclass(slots=True)
+class CallInfo:
+    """The context of one LLM or tool call as it moves through the pipeline.
+
+    ``as_kwargs`` produces the runtime-context fields every callback receives.
+    """
+
+    operation: str  # "chat" or "execute_tool"
+    session_id: str | None = None
+    task_id: str | None = None
+    turn_id: str | None = None
+    api_request_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    api_mode: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    runtime_id: str | None = None
+    agent_name: str | None = None
+    middleware_trace: list[dict[str, Any]] = field(default_factory=list)
+    # Scratch space for observers (telemetry keeps its span handles here).
+    observer_state: Any = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "telemetry_schema_version": TELEMETRY_SCHEMA_VERSION,
+            "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
+            "session_id": self.session_id,
+            "task_id": self.task_id,
+            "turn_id": self.turn_id,
+            "api_request_id": self.api_request_id,
+        }
+        if self.operation == "chat":
+            kw["provider"] = self.provider
+            kw["model"] = self.model
+            kw["api_mode"] = self.api_mode
+        else:
+            kw["tool_name"] = self.tool_name
+            kw["tool_call_id"] = self.tool_call_id
+        return kw
+
+
+def make_trace_entry(
+    kind: str, middleware: str, plugin: str, source: Any, reason: Any
+) -> dict[str, Any]:
+    """One ``middleware_trace`` entry (JSON-able), recorded for an accepted rewrite."""
+    return {
+        "kind": kind,
+        "middleware": middleware,
+        "plugin": plugin,
+        "source": source if isinstance(source, str) and source else plugin,
+        "reason": reason if isinstance(reason, str) else None,
+    }

@@ -1,0 +1,104 @@
+"""Failure accounting: warn once per distinct failure, count every one.
+
+A callback that fails the same way on every call would otherwise flood the log
+(Hermes logs a WARNING per failure). The first occurrence of a failure
+signature is logged at WARNING, identical repeats at DEBUG; every occurrence is
+counted. ``reset()`` (called on plugin reload) forgets what was reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+logger = logging.getLogger("otelmw")
+
+# Failure categories; the telemetry layer maps them onto its counters.
+MIDDLEWARE = "middleware"
+HOOK = "hook"
+NORMALIZE = "normalize"
+MEMORY = "memory"
+INSTRUMENTATION = "instrumentation"
+PLUGIN = "plugin"
+
+FailureListener = Callable[[str, str, str, BaseException | None], None]
+
+
+def signature_mismatch_hint(exc: BaseException, provided: Iterable[str]) -> str | None:
+    """If ``exc`` is a call-signature TypeError, name the fields otelmw provides."""
+    if type(exc) is not TypeError:
+        return None
+    text = str(exc)
+    if "argument" not in text or not (
+        "unexpected keyword" in text or "missing" in text or "positional" in text
+    ):
+        return None
+    return "the callback's signature does not match; fields provided: " + ", ".join(
+        sorted(provided)
+    )
+
+
+class FailureLog:
+    """Thread-safe warn-once memory plus per-(category, kind, name) counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: set[tuple[Any, ...]] = set()
+        self.counts: Counter[tuple[str, str, str]] = Counter()
+        self._listeners: list[FailureListener] = []
+
+    def add_listener(self, listener: FailureListener) -> None:
+        with self._lock:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_listener(self, listener: FailureListener) -> None:
+        with self._lock:
+            self._listeners = [x for x in self._listeners if x is not listener]
+
+    def reset(self) -> None:
+        """Forget what was reported (plugin reload). Counts are kept."""
+        with self._lock:
+            self._seen.clear()
+
+    def total(self, category: str | None = None) -> int:
+        with self._lock:
+            return sum(v for k, v in self.counts.items() if category is None or k[0] == category)
+
+    def record(
+        self,
+        category: str,
+        kind: str,
+        name: str,
+        message: str,
+        exc: BaseException | None = None,
+        *,
+        signature: Any = None,
+    ) -> None:
+        """Count a failure; log at WARNING the first time its signature is seen."""
+        if signature is None:
+            signature = (type(exc).__name__, str(exc)[:200]) if exc is not None else message
+        key = (category, kind, name, signature)
+        with self._lock:
+            self.counts[(category, kind, name)] += 1
+            first = key not in self._seen
+            if first:
+                if len(self._seen) > 10_000:  # bounded: a pathological stream of unique errors
+                    self._seen.clear()
+                self._seen.add(key)
+            listeners = self._listeners
+        level = logging.WARNING if first else logging.DEBUG
+        if logger.isEnabledFor(level):
+            suffix = "" if first else " (repeat)"
+            logger.log(level, "otelmw %s %s %r: %s%s", category, kind, name, message, suffix)
+        for listener in listeners:
+            try:
+                listener(category, kind, name, exc)
+            except Exception:  # a broken listener must not break the call path
+                pass
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"

@@ -1,0 +1,68 @@
+"""The seam through which telemetry (or anything else) watches the pipeline.
+
+The core calls these methods only when an observer is installed, so with none
+installed observation costs one ``is None`` check per stage. Observers must not
+raise; the pipeline still guards every call (``safe``) and counts failures.
+
+Outcomes reported:
+
+* request rewrites: ``rewritten`` | ``unchanged`` | ``failed``
+* execution wrappers: ``passed`` | ``short_circuit`` | ``failed_before_next`` |
+  ``failed_after_next`` | ``error`` (a downstream or deliberate error propagated)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .contract import CallInfo
+    from .registry import Layer
+    from .results import NormalizedToolResult
+
+REWRITTEN = "rewritten"
+UNCHANGED = "unchanged"
+FAILED = "failed"
+PASSED = "passed"
+SHORT_CIRCUIT = "short_circuit"
+FAILED_BEFORE_NEXT = "failed_before_next"
+FAILED_AFTER_NEXT = "failed_after_next"
+ERROR = "error"
+
+
+class PipelineObserver(Protocol):
+    def call_started(self, call: CallInfo, payload: Any) -> None:
+        """An LLM or tool call entered the pipeline (before any middleware)."""
+
+    def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
+        """The call left the pipeline. Returns the result to hand back (it may
+        wrap a stream so the observer sees its end)."""
+
+    def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        """A request-rewrite callback is about to run; returns a token."""
+
+    def rewrite_finished(
+        self,
+        call: CallInfo,
+        token: Any,
+        outcome: str,
+        changed_keys: list[str],
+        source: str | None,
+        reason: str | None,
+        error: BaseException | None,
+    ) -> None: ...
+
+    def wrapper_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        """An execution wrapper is about to run; returns a token."""
+
+    def wrapper_finished(
+        self, call: CallInfo, token: Any, outcome: str, error: BaseException | None
+    ) -> None: ...
+
+    def hook_fired(
+        self, call: CallInfo, hook_name: str, payload: dict[str, Any], failures: int
+    ) -> None:
+        """An observer hook point fired (whether or not callbacks are registered)."""
+
+    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
+        """The tool call's normalized result is known."""

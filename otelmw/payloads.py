@@ -1,0 +1,147 @@
+"""Read-only payload views handed to middleware and hooks.
+
+Why: the contract promises that ``original_request``/``original_args`` cannot be
+corrupted and that a failed rewrite leaves the payload unchanged. Instead of a
+deep copy per callback (Hermes' approach), otelmw freezes the payload once per
+call into dict/list subclasses whose mutators raise ``TypeError``. Already
+frozen sub-trees are shared, so freezing a replacement built with
+``dict(kwargs["request"])`` only copies what the middleware actually changed.
+The base call gets a plain, mutable structure back (``thaw``), or the host's own
+object untouched when nothing was rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        "otelmw middleware payloads are read-only views; build a replacement "
+        "(e.g. request = dict(kwargs['request'])) and return it"
+    )
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses in-place changes. ``dict(view)`` gives a mutable copy."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list):  # type: ignore[type-arg]
+    """A ``list`` that refuses in-place changes. ``list(view)`` gives a mutable copy."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _read_only
+    append = extend = insert = pop = remove = reverse = sort = clear = _read_only
+    __iadd__ = __imul__ = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+_FROZEN = (FrozenDict, FrozenList)
+
+
+def freeze(value: Any) -> Any:
+    """Return a read-only view of ``value`` (dicts and lists, recursively).
+
+    Frozen sub-trees are reused; other objects (SDK clients, pydantic models,
+    tuples of scalars) are shared as they are. Cycles are preserved.
+    """
+    if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
+        return value
+    return _freeze(value, {})
+
+
+def _freeze(value: Any, memo: dict[int, Any]) -> Any:
+    t = type(value)
+    if t is FrozenDict or t is FrozenList:
+        return value
+    if isinstance(value, dict):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out = FrozenDict()
+        memo[key] = out
+        dict.update(out, {k: _freeze(v, memo) for k, v in value.items()})
+        return out
+    if isinstance(value, list):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out_l = FrozenList()
+        memo[key] = out_l
+        list.extend(out_l, [_freeze(v, memo) for v in value])
+        return out_l
+    if t is tuple:
+        return tuple(_freeze(v, memo) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Mutable copy of a frozen view; plain containers inside are copied too."""
+    return _thaw(value, {})
+
+
+def _thaw(value: Any, memo: dict[int, Any]) -> Any:
+    if isinstance(value, dict):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out: dict[Any, Any] = {}
+        memo[key] = out
+        for k, v in value.items():
+            out[k] = _thaw(v, memo)
+        return out
+    if isinstance(value, list):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out_l: list[Any] = []
+        memo[key] = out_l
+        out_l.extend(_thaw(v, memo) for v in value)
+        return out_l
+    if type(value) is tuple:
+        return tuple(_thaw(v, memo) for v in value)
+    return value
+
+
+def changed_keys(before: Any, after: Any) -> list[str]:
+    """Top-level keys whose value differs between two mappings (sorted)."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    keys = set(before) | set(after)
+    out = []
+    for k in keys:
+        if k not in before or k not in after:
+            out.append(str(k))
+            continue
+        a, b = before[k], after[k]
+        if a is b:
+            continue
+        try:
+            same = bool(a == b)
+        except Exception:
+            same = False
+        if not same:
+            out.append(str(k))
+    return sorted(out)

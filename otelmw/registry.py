@@ -1,0 +1,141 @@
+"""Registered middleware layers and observer hooks, copy-on-write.
+
+Calls read one immutable tuple per kind, so registration and plugin reload
+from other threads never disturb a call in flight.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .contract import HOOK_NAMES, MIDDLEWARE_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One registered middleware callback or hook callback."""
+
+    kind: str  # middleware kind, or hook name for hooks
+    callback: Callable[..., Any]
+    plugin: str
+    name: str  # "<plugin>.<callback name>", used in span names and metrics
+    is_async: bool
+
+
+def callback_name(callback: Callable[..., Any]) -> str:
+    return str(
+        getattr(callback, "__qualname__", None)
+        or getattr(callback, "__name__", None)
+        or type(callback).__name__
+    )
+
+
+def make_layer(kind: str, callback: Callable[..., Any], plugin: str) -> Layer:
+    is_async = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
+        getattr(callback, "__call__", None)  # noqa: B004 - async callable objects
+    )
+    return Layer(kind, callback, plugin, f"{plugin}.{callback_name(callback)}", is_async)
+
+
+def validate_middleware(plugin: str, kind: Any, callback: Any) -> None:
+    """Raise a ``ValueError`` naming the plugin for a registration that cannot work."""
+    if not isinstance(kind, str) or kind not in MIDDLEWARE_KINDS:
+        raise ValueError(
+            f"plugin {plugin!r}: unknown middleware kind {kind!r}; "
+            f"expected one of {sorted(MIDDLEWARE_KINDS)}"
+        )
+    if not callable(callback):
+        raise ValueError(
+            f"plugin {plugin!r}: middleware callback for {kind!r} is not callable "
+            f"(got {type(callback).__name__})"
+        )
+
+
+def validate_hook(plugin: str, hook_name: Any, callback: Any) -> None:
+    if not isinstance(hook_name, str) or hook_name not in HOOK_NAMES:
+        raise ValueError(
+            f"plugin {plugin!r}: unknown hook name {hook_name!r}; "
+            f"expected one of {sorted(HOOK_NAMES)}"
+        )
+    if not callable(callback):
+        raise ValueError(
+            f"plugin {plugin!r}: hook callback for {hook_name!r} is not callable "
+            f"(got {type(callback).__name__})"
+        )
+
+
+class MiddlewareRegistry:
+    """Middleware layers per kind and hook callbacks per hook name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._middleware: dict[str, tuple[Layer, ...]] = {k: () for k in MIDDLEWARE_KINDS}
+        self._hooks: dict[str, tuple[Layer, ...]] = {h: () for h in HOOK_NAMES}
+        self.version = 0  # bumped on every change; lets pipelines cache "anything registered?"
+
+    def middleware(self, kind: str) -> tuple[Layer, ...]:
+        return self._middleware[kind]
+
+    def hooks(self, hook_name: str) -> tuple[Layer, ...]:
+        return self._hooks[hook_name]
+
+    def add_middleware(self, kind: str, callback: Callable[..., Any], plugin: str) -> Layer:
+        validate_middleware(plugin, kind, callback)
+        layer = make_layer(kind, callback, plugin)
+        self.commit([layer], [])
+        return layer
+
+    def add_hook(self, hook_name: str, callback: Callable[..., Any], plugin: str) -> Layer:
+        validate_hook(plugin, hook_name, callback)
+        layer = make_layer(hook_name, callback, plugin)
+        self.commit([], [layer])
+        return layer
+
+    def commit(self, middleware: Iterable[Layer], hooks: Iterable[Layer]) -> None:
+        """Append validated layers atomically (one plugin's registrations at once)."""
+        with self._lock:
+            mw = dict(self._middleware)
+            for layer in middleware:
+                mw[layer.kind] = (*mw[layer.kind], layer)
+            hk = dict(self._hooks)
+            for layer in hooks:
+                hk[layer.kind] = (*hk[layer.kind], layer)
+            self._middleware, self._hooks = mw, hk
+            self.version += 1
+
+    def replace_all(self, middleware: Iterable[Layer], hooks: Iterable[Layer]) -> None:
+        """Swap in a complete new set of registrations (plugin reload)."""
+        mw: dict[str, tuple[Layer, ...]] = {k: () for k in MIDDLEWARE_KINDS}
+        for layer in middleware:
+            mw[layer.kind] = (*mw[layer.kind], layer)
+        hk: dict[str, tuple[Layer, ...]] = {h: () for h in HOOK_NAMES}
+        for layer in hooks:
+            hk[layer.kind] = (*hk[layer.kind], layer)
+        with self._lock:
+            self._middleware, self._hooks = mw, hk
+            self.version += 1
+
+    def remove_plugin(self, plugin: str) -> None:
+        with self._lock:
+            self._middleware = {
+                k: tuple(x for x in v if x.plugin != plugin) for k, v in self._middleware.items()
+            }
+            self._hooks = {
+                k: tuple(x for x in v if x.plugin != plugin) for k, v in self._hooks.items()
+            }
+            self.version += 1
+
+    def clear(self) -> None:
+        self.replace_all((), ())
+
+    def all_layers(self) -> list[Layer]:
+        out: list[Layer] = []
+        for v in self._middleware.values():
+            out.extend(v)
+        for v in self._hooks.values():
+            out.extend(v)
+        return out

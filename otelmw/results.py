@@ -1,0 +1,213 @@
+"""Runtime tool-result normalization (the runtime-tool-result contract).
+
+Same public names and shapes as PraisonAI's ``praisonaiagents.runtime``, so a
+normalizer written for that document works here unchanged. Differences that
+close the original's gaps: registration is validated, async tools and tools that
+raise are normalized too (see ``pipeline``), and a failing normalizer falls back
+to a pass-through result instead of losing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .contract import NATIVE_RUNTIME_IDS
+from .failures import NORMALIZE, FailureLog, describe
+
+logger = logging.getLogger("otelmw")
+
+TOOL_ERROR_PREFIX = "Tool Error: "
+
+
+@dataclass
+class MiddlewareContext:
+    """What a normalizer knows about the call that produced ``result``."""
+
+    tool_name: str
+    runtime_id: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    execution_time_ms: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NormalizedToolResult:
+    """A tool result in the one shape hooks, memory and telemetry consume."""
+
+    content: Any
+    success: bool = True
+    error_message: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    execution_time_ms: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+    raw_result: Any | None = None
+
+    def model_text(self) -> Any:
+        """What the model sees: the content, or ``"Tool Error: <message>"``."""
+        if self.success:
+            return self.content
+        return f"{TOOL_ERROR_PREFIX}{self.error_message or 'tool failed'}"
+
+
+@runtime_checkable
+class RuntimeToolResultMiddleware(Protocol):
+    @property
+    def runtime_id(self) -> str: ...
+
+    def normalize(
+        self, result: Any, tool_name: str, ctx: MiddlewareContext
+    ) -> NormalizedToolResult: ...
+
+
+class PassThroughMiddleware:
+    """Wraps the raw result unchanged; used when a runtime has no normalizer."""
+
+    def __init__(self, runtime_id: str = "passthrough") -> None:
+        self._runtime_id = runtime_id
+
+    @property
+    def runtime_id(self) -> str:
+        return self._runtime_id
+
+    def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext) -> NormalizedToolResult:
+        return NormalizedToolResult(
+            content=result,
+            execution_time_ms=ctx.execution_time_ms,
+            raw_result=result,
+        )
+
+
+_PASS_THROUGH = PassThroughMiddleware()
+
+
+class RuntimeMiddlewareRegistry:
+    """Thread-safe map of runtime id → normalizer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_runtime: dict[str, RuntimeToolResultMiddleware] = {}
+
+    def register(self, runtime_id: str, middleware: RuntimeToolResultMiddleware) -> None:
+        if not isinstance(runtime_id, str) or not runtime_id:
+            raise ValueError(f"runtime_id must be a non-empty string, got {runtime_id!r}")
+        if runtime_id in NATIVE_RUNTIME_IDS:
+            raise ValueError(
+                f"cannot register a tool-result normalizer for the native runtime "
+                f"{runtime_id!r}: its results bypass normalization by design"
+            )
+        normalize = getattr(middleware, "normalize", None)
+        if not callable(normalize):
+            raise TypeError(
+                f"tool-result middleware for {runtime_id!r} has no callable normalize(); "
+                f"got {type(middleware).__name__}"
+            )
+        declared = getattr(middleware, "runtime_id", None)
+        if declared != runtime_id:
+            raise ValueError(
+                f"tool-result middleware declares runtime_id={declared!r} but is being "
+                f"registered for {runtime_id!r}"
+            )
+        with self._lock:
+            replaced = self._by_runtime.get(runtime_id)
+            self._by_runtime[runtime_id] = middleware
+        if replaced is not None and replaced is not middleware:
+            logger.warning(
+                "otelmw: replacing tool-result middleware for runtime %r (%s → %s)",
+                runtime_id, type(replaced).__name__, type(middleware).__name__,
+            )
+
+    def unregister(self, runtime_id: str) -> bool:
+        with self._lock:
+            return self._by_runtime.pop(runtime_id, None) is not None
+
+    def get_middleware(self, runtime_id: str) -> RuntimeToolResultMiddleware:
+        found = self._by_runtime.get(runtime_id)
+        return found if found is not None else _PASS_THROUGH
+
+    def lookup(self, runtime_id: str) -> RuntimeToolResultMiddleware | None:
+        """The registered normalizer, or None (no pass-through allocation)."""
+        return self._by_runtime.get(runtime_id)
+
+    def has_middleware(self, runtime_id: str) -> bool:
+        return runtime_id in self._by_runtime
+
+    def list_runtimes(self) -> list[str]:
+        with self._lock:
+            return list(self._by_runtime)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_runtime.clear()
+
+
+_default_registry = RuntimeMiddlewareRegistry()
+
+
+def get_default_middleware_registry() -> RuntimeMiddlewareRegistry:
+    return _default_registry
+
+
+def register_middleware(runtime_id: str, middleware: RuntimeToolResultMiddleware) -> None:
+    _default_registry.register(runtime_id, middleware)
+
+
+def get_middleware(runtime_id: str) -> RuntimeToolResultMiddleware:
+    return _default_registry.get_middleware(runtime_id)
+
+
+def is_bypassed(runtime_id: str | None) -> bool:
+    """Native runtime or no runtime id: results are not normalized."""
+    return runtime_id is None or runtime_id in NATIVE_RUNTIME_IDS
+
+
+def normalize_result(
+    registry: RuntimeMiddlewareRegistry,
+    failures: FailureLog,
+    result: Any,
+    tool_name: str,
+    ctx: MiddlewareContext,
+) -> NormalizedToolResult:
+    """Run the runtime's normalizer; on failure fall back to pass-through (warn once)."""
+    normalizer = registry.lookup(ctx.runtime_id)
+    if normalizer is None:
+        return NormalizedToolResult(
+            content=result, execution_time_ms=ctx.execution_time_ms, raw_result=result
+        )
+    try:
+        out = normalizer.normalize(result, tool_name, ctx)
+    except Exception as exc:
+        failures.record(NORMALIZE, ctx.runtime_id, type(normalizer).__name__,
+                        f"normalizer raised: {describe(exc)}", exc)
+    else:
+        if isinstance(out, NormalizedToolResult):
+            if not out.execution_time_ms:
+                out.execution_time_ms = ctx.execution_time_ms
+            return out
+        failures.record(NORMALIZE, ctx.runtime_id, type(normalizer).__name__,
+                        f"normalizer returned {type(out).__name__}, not NormalizedToolResult",
+                        signature=("shape", type(out).__name__))
+    return NormalizedToolResult(
+        content=result, execution_time_ms=ctx.execution_time_ms, raw_result=result
+    )
+
+
+def failure_from_exception(exc: BaseException, execution_time_ms: float) -> NormalizedToolResult:
+    """A tool that raised, as a normalized failure (hooks and telemetry still see it)."""
+    try:
+        message = str(exc) or type(exc).__name__
+    except Exception:  # hostile __str__
+        message = type(exc).__name__
+    return NormalizedToolResult(
+        content=None,
+        success=False,
+        error_message=message,
+        metadata={"error.type": f"{type(exc).__module__}.{type(exc).__qualname__}"},
+        execution_time_ms=execution_time_ms,
+        raw_result=exc,
+    )
