@@ -136,6 +136,8 @@ class CallInfo:
     tool_call_id: str | None = None
     runtime_id: str | None = None
     agent_name: str | None = None
+    server_address: str | None = None
+    server_port: int | None = None
     middleware_trace: list[dict[str, Any]] = field(default_factory=list)
     # Scratch space for observers (telemetry keeps its span handles here).
     observer_state: Any = None

@@ -118,12 +118,10 @@ def register_demo_plugins(ctx: PluginContext) -> None:
     ctx.register_middleware("tool_execution", cache_tools)
 
 
-def run_agent(pipeline: Pipeline, provider: ScriptedProvider, question: str,
-              *, turn: str = "turn-1") -> str:
-    """A minimal tool-calling loop over the pipeline."""
+def run_agent(pipeline: Pipeline, provider: ScriptedProvider, question: str) -> str:
+    """A minimal tool-calling loop over the pipeline (ids come from the turn)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
-    with runtime_context(session_id="demo-session", turn_id=turn, agent_name="demo-agent",
-                         runtime_id=DEMO_RUNTIME):
+    with runtime_context(agent_name="demo-agent", runtime_id=DEMO_RUNTIME):
         for _ in range(8):
             response = pipeline.run_llm({"model": DEMO_MODEL, "messages": list(messages)},
                                         provider, provider="demo", api_mode="chat_completions")
@@ -151,22 +149,47 @@ def build_demo_pipeline() -> tuple[Pipeline, ListMemoryAdapter]:
 
 
 def run_demo(quiet: bool = False) -> int:
-    pipeline, memory = build_demo_pipeline()
+    """Run two demo turns with telemetry configured from the environment, then
+    print their trace trees (and where the embedded store put them)."""
     import tempfile
     from pathlib import Path
 
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from .telemetry.filestore import data_dir, to_otlp_json
+    from .telemetry.setup import configure, exporter_choice
+    from .telemetry.treeview import group_traces, render_tree, spans_from_requests
+
+    pipeline, memory = build_demo_pipeline()
+    telemetry = configure("otelmw-demo", pipeline=pipeline)
+    shown = InMemorySpanExporter()
+    if isinstance(telemetry.tracer_provider, TracerProvider):
+        telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(shown))
     with tempfile.TemporaryDirectory() as home:
         PluginManager(pipeline, home=Path(home)).add_plugin("demo", register_demo_plugins)
     provider = ScriptedProvider()
-    answer = run_agent(pipeline, provider, "Weather in Lisbon, and the price of ZZZZ?")
-    run_agent(pipeline, provider.__class__(), "Same again, please.", turn="turn-2")
+    with pipeline.turn("demo-agent", session_id="demo-session", runtime_id=DEMO_RUNTIME):
+        answer = run_agent(pipeline, provider, "Weather in Lisbon, and the price of ZZZZ?")
+    with pipeline.turn("demo-agent", session_id="demo-session", runtime_id=DEMO_RUNTIME):
+        run_agent(pipeline, ScriptedProvider(), "Same again, please.")
+    telemetry.force_flush()
     print(f"answer: {answer}")
     if not quiet:
-        for normalized, ctx in memory.records:
-            state = "ok " if normalized.success else "ERR"
-            print(f"  tool {ctx.tool_name:<12} {state} {normalized.model_text()!s:.60}"
-                  f"  metadata={normalized.metadata}")
+        import json
+
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        spans = shown.get_finished_spans()
+        if spans:
+            request = json.loads(to_otlp_json(encode_spans(spans)))
+            for tid, roots in group_traces(spans_from_requests([request])).items():
+                print(f"\ntrace {tid}")
+                print(render_tree(roots))
     failures = pipeline.failures.total()
-    print(f"provider calls: {len(provider.calls)}, tool results: {len(memory.records)}, "
+    print(f"\nprovider calls: {len(provider.calls)}, tool results: {len(memory.records)}, "
           f"middleware failures (fail-open): {failures}")
+    if "file" in exporter_choice("traces"):
+        print(f"stored in {data_dir().resolve()} — `otelmw traces list` shows them")
     return 0

@@ -2,7 +2,8 @@
 
 The core calls these methods only when an observer is installed, so with none
 installed observation costs one ``is None`` check per stage. Observers must not
-raise; the pipeline still guards every call (``safe``) and counts failures.
+raise: otelmw's telemetry observer guards each method itself and counts its
+own failures under the ``instrumentation`` category.
 
 Outcomes reported:
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .contract import CallInfo
+    from .contract import CallInfo, RuntimeContext
     from .registry import Layer
     from .results import NormalizedToolResult
 
@@ -66,3 +67,9 @@ class PipelineObserver(Protocol):
 
     def tool_result(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
         """The tool call's normalized result is known."""
+
+    def turn_started(self, turn: RuntimeContext) -> Any:
+        """An agent turn began (``Pipeline.turn``); returns a token."""
+
+    def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
+        """The turn ended; ``failed`` marks a turn whose host swallowed an error."""

@@ -95,6 +95,17 @@ class Pipeline:
     def remove_memory_adapter(self, adapter: MemoryAdapter) -> None:
         self.memory_adapters = tuple(a for a in self.memory_adapters if a is not adapter)
 
+    def turn(self, agent_name: str | None = None, *, session_id: str | None = None,
+             task_id: str | None = None, turn_id: str | None = None,
+             runtime_id: str | None = None) -> Turn:
+        """An agent turn (``with pipeline.turn("weather-agent"): ...``)."""
+        outer = c.current_runtime_context()
+        return Turn(self, {
+            "agent_name": agent_name, "session_id": session_id, "task_id": task_id,
+            "turn_id": turn_id or f"{session_id or outer.session_id or 'turn'}:"
+                                  f"{c.new_request_id().removeprefix('req-')}",
+            "runtime_id": runtime_id})
+
     # ------------------------------------------------------------------ LLM
     def _llm_active(self) -> bool:
         m, h = self.registry.middleware, self.registry.hooks
@@ -102,14 +113,16 @@ class Pipeline:
                     or h(c.POST_API_REQUEST) or h(c.API_REQUEST_ERROR))
 
     def _llm_call(self, request: Any, provider: str | None, model: str | None,
-                  api_mode: str | None, api_request_id: str | None) -> c.CallInfo:
+                  api_mode: str | None, api_request_id: str | None,
+                  server: tuple[str | None, int | None] = (None, None)) -> c.CallInfo:
         rc = c.current_runtime_context()
         if model is None and isinstance(request, dict):
             m = request.get("model")
             model = m if isinstance(m, str) else None
         call = c.CallInfo("chat", rc.session_id, rc.task_id, rc.turn_id,
                           api_request_id or c.new_request_id(rc.turn_id), provider, model,
-                          api_mode, runtime_id=rc.runtime_id, agent_name=rc.agent_name)
+                          api_mode, runtime_id=rc.runtime_id, agent_name=rc.agent_name,
+                          server_address=server[0], server_port=server[1])
         _last_api_request_id.set(call.api_request_id)
         return call
 
@@ -136,12 +149,14 @@ class Pipeline:
 
     def run_llm(self, request: Any, execute: Callable[[Any], Any], *,
                 provider: str | None = None, model: str | None = None,
-                api_mode: str | None = None, api_request_id: str | None = None) -> Any:
+                api_mode: str | None = None, api_request_id: str | None = None,
+                server_address: str | None = None, server_port: int | None = None) -> Any:
         """Run one provider request through the LLM pipeline (sync)."""
         obs = self.observer
         if obs is None and not self._llm_active():
             return execute(request)
-        call = self._llm_call(request, provider, model, api_mode, api_request_id)
+        call = self._llm_call(request, provider, model, api_mode, api_request_id,
+                              (server_address, server_port))
         if obs is not None:
             obs.call_started(call, request)
         try:
@@ -196,13 +211,16 @@ class Pipeline:
 
     async def arun_llm(self, request: Any, execute: Callable[[Any], Any], *,
                        provider: str | None = None, model: str | None = None,
-                       api_mode: str | None = None, api_request_id: str | None = None) -> Any:
+                       api_mode: str | None = None, api_request_id: str | None = None,
+                       server_address: str | None = None, server_port: int | None = None
+                       ) -> Any:
         """Async twin of ``run_llm``; ``execute`` may return an awaitable."""
         obs = self.observer
         if obs is None and not self._llm_active():
             r = execute(request)
             return await r if _isawaitable(r) else r
-        call = self._llm_call(request, provider, model, api_mode, api_request_id)
+        call = self._llm_call(request, provider, model, api_mode, api_request_id,
+                              (server_address, server_port))
         if obs is not None:
             obs.call_started(call, request)
         try:
@@ -482,6 +500,56 @@ class Pipeline:
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
+
+
+class Turn:
+    """One agent turn: sets the runtime context (a fresh ``turn_id``) and lets the
+    observer open an ``invoke_agent`` span. Use as a (sync or async) context
+    manager, or call ``start()``/``finish()`` from host adapters."""
+
+    __slots__ = ("_cm", "_ctx", "_pipeline", "_token", "failed", "fields")
+
+    def __init__(self, pipeline: Pipeline, fields: dict[str, Any]) -> None:
+        self._pipeline, self.fields = pipeline, fields
+        self._cm: Any = None
+        self._token: Any = None
+        self._ctx: c.RuntimeContext | None = None
+        self.failed = False
+
+    def mark_failed(self) -> None:
+        """The host swallowed an error (e.g. returned None): the turn is an error."""
+        self.failed = True
+
+    def start(self) -> c.RuntimeContext:
+        self._cm = c.runtime_context(**self.fields)
+        self._ctx = self._cm.__enter__()
+        obs = self._pipeline.observer
+        if obs is not None:
+            self._token = obs.turn_started(self._ctx)
+        return self._ctx
+
+    def finish(self, error: BaseException | None = None) -> None:
+        obs = self._pipeline.observer
+        if obs is not None and self._token is not None:
+            obs.turn_finished(self._token, error, self.failed)
+        self._token = None
+        if self._cm is not None:
+            cm, self._cm = self._cm, None
+            cm.__exit__(None, None, None)
+
+    def __enter__(self) -> Turn:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.finish(exc)
+
+    async def __aenter__(self) -> Turn:
+        self.start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.finish(exc)
 
 
 def _isawaitable(value: Any) -> bool:

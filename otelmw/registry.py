@@ -27,11 +27,12 @@ class Layer:
 
 
 def callback_name(callback: Callable[..., Any]) -> str:
-    return str(
-        getattr(callback, "__qualname__", None)
-        or getattr(callback, "__name__", None)
-        or type(callback).__name__
-    )
+    """``Class.method`` / ``function``; closures use their plain ``__name__``."""
+    qual = getattr(callback, "__qualname__", None)
+    if isinstance(qual, str) and "<locals>" not in qual:
+        return qual
+    name = getattr(callback, "__name__", None)
+    return name if isinstance(name, str) else type(callback).__name__
 
 
 def make_layer(kind: str, callback: Callable[..., Any], plugin: str) -> Layer:

@@ -1,0 +1,121 @@
+"""Content capture policy: off by default, truncated and redacted when on.
+
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``:
+``NO_CONTENT`` (default; also ``false``), ``SPAN_ONLY`` (also ``true``),
+``EVENT_ONLY``, ``SPAN_AND_EVENT``. ``OTELMW_CONTENT_MAX_LENGTH`` (default 4096
+characters) truncates each captured value. Before anything is exported the
+redactor (``set_redactor``; default masks API keys, bearer tokens and
+``key=value`` secrets) runs over the serialized text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .digests import _json_default
+
+NO_CONTENT: Final = "NO_CONTENT"
+SPAN_ONLY: Final = "SPAN_ONLY"
+EVENT_ONLY: Final = "EVENT_ONLY"
+SPAN_AND_EVENT: Final = "SPAN_AND_EVENT"
+_ALIASES: Final = {"TRUE": SPAN_ONLY, "1": SPAN_ONLY, "FALSE": NO_CONTENT, "0": NO_CONTENT,
+                   "": NO_CONTENT}
+MODES: Final = (NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT)
+ENV_MODE: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ENV_MAX: Final = "OTELMW_CONTENT_MAX_LENGTH"
+
+_SECRET_PATTERNS: Final = [
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}"),
+    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{12,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"),
+    re.compile(
+        r"(?i)(\"?(?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret|password)"
+        r"\"?\s*[:=]\s*\"?)([^\s\",}]{4,})"
+    ),
+]
+REDACTED: Final = "[REDACTED]"
+
+
+def default_redactor(text: str) -> str:
+    """Mask API keys, bearer tokens and ``key: value`` secrets."""
+    for i, pat in enumerate(_SECRET_PATTERNS):
+        if i == len(_SECRET_PATTERNS) - 1:
+            text = pat.sub(lambda m: m.group(1) + REDACTED, text)
+        else:
+            text = pat.sub(REDACTED, text)
+    return text
+
+
+Redactor = Callable[[str], str]
+_redactor: Redactor = default_redactor
+
+
+def set_redactor(redactor: Redactor | None) -> None:
+    """Install a redaction hook (``None`` restores the default). Validated here."""
+    global _redactor
+    if redactor is not None and not callable(redactor):
+        raise TypeError("redactor must be a callable str -> str")
+    _redactor = redactor if redactor is not None else default_redactor
+
+
+def parse_mode(value: str | None) -> str:
+    """Parse the capture-mode env value; raise ``ValueError`` on a typo."""
+    raw = (value or "").strip().upper()
+    mode = _ALIASES.get(raw, raw)
+    if mode not in MODES:
+        raise ValueError(f"{ENV_MODE}={value!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPolicy:
+    mode: str = NO_CONTENT
+    max_length: int = 4096
+
+    @property
+    def on_spans(self) -> bool:
+        return self.mode in (SPAN_ONLY, SPAN_AND_EVENT)
+
+    @property
+    def on_events(self) -> bool:
+        return self.mode in (EVENT_ONLY, SPAN_AND_EVENT)
+
+    @classmethod
+    def from_env(cls) -> ContentPolicy:
+        mode = parse_mode(os.environ.get(ENV_MODE))
+        raw = os.environ.get(ENV_MAX, "4096")
+        try:
+            max_length = int(raw)
+        except ValueError:
+            raise ValueError(f"{ENV_MAX}={raw!r} must be an integer") from None
+        if max_length < 16:
+            raise ValueError(f"{ENV_MAX} must be at least 16, got {max_length}")
+        return cls(mode, max_length)
+
+    def render(self, value: Any) -> str:
+        """Serialize, redact and truncate one captured value. Never raises."""
+        try:
+            text = value if isinstance(value, str) else json.dumps(
+                value, ensure_ascii=False, default=_json_default, sort_keys=True)
+        except Exception:
+            try:
+                text = repr(value)
+            except Exception:
+                text = f"<{type(value).__name__}>"
+        if len(text) > self.max_length * 4:  # bound the redaction cost too
+            text = text[: self.max_length * 4]
+        try:
+            text = _redactor(text)
+        except Exception:
+            text = default_redactor(text)
+        if len(text) > self.max_length:
+            text = text[: self.max_length - 15] + "…[truncated]"
+        return text

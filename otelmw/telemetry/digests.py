@@ -1,0 +1,215 @@
+"""Raw-result digests: a canonical serialization, hashed, bounded in cost.
+
+Canonical serialization (what is hashed), so a user can recompute a digest:
+
+* ``bytes``/``bytearray``/``memoryview``: the bytes as they are.
+* ``str``: UTF-8 (lone surrogates encoded with ``surrogatepass``).
+* ``None``/``bool``/``int``/``float``/``dict``/``list``/``tuple`` trees: canonical
+  JSON — ``json.dumps(v, sort_keys=True, separators=(",", ":"),
+  ensure_ascii=False)``; inside the tree, bytes become ``"base64:<b64>"``,
+  objects with ``model_dump()`` (pydantic / SDK types) their ``model_dump(mode="json")``,
+  exceptions ``"<module.QualName>: <message>"``, other objects ``"<module.QualName>"``.
+  Non-string dict keys are converted by ``str()``.
+* an exception: UTF-8 of ``"<module.QualName>: <message>"``.
+* a pydantic / SDK object: canonical JSON of ``model_dump(mode="json")``.
+* anything else, or a tree that cannot be serialized (cycles, hostile objects):
+  UTF-8 of ``"<module.QualName>"`` — a type tag, so the digest never raises.
+
+The digest value names its algorithm:
+
+* ``sha256:<hex>`` — SHA-256 of the whole canonical serialization.
+* ``sha256-sampled:<hex>`` — ``str``/``bytes`` larger than ``max_bytes``
+  (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): SHA-256 of
+  ``b"<length>:" + head + tail``, head/tail being the first and last
+  ``max_bytes // 2`` bytes (for ``str``: characters, UTF-8 encoded; length in
+  characters). Cost is bounded by ``max_bytes`` whatever the size.
+* ``sha256-prefix:<hex>`` — a JSON tree whose canonical JSON exceeds
+  ``max_bytes``: SHA-256 of its first ``max_bytes`` bytes (encoding stops there).
+
+``size`` is the byte length of the canonical serialization (for sampled ``str``:
+its length in characters; for a prefix-hashed tree: ``-1``, unknown).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from typing import Any, Final
+
+_DEFAULT_MAX: Final = 4 * 1024 * 1024
+_JSON_SCALARS = (str, int, float, bool, type(None))
+_JSON_TYPES = (dict, list, tuple, *_JSON_SCALARS)
+
+
+def _max_bytes() -> int:
+    try:
+        return max(1024, int(os.environ.get("OTELMW_DIGEST_MAX_BYTES", _DEFAULT_MAX)))
+    except ValueError:
+        return _DEFAULT_MAX
+
+
+MAX_BYTES = _max_bytes()
+
+
+def type_name(value: Any) -> str:
+    t = type(value)
+    mod = t.__module__
+    return t.__qualname__ if mod == "builtins" else f"{mod}.{t.__qualname__}"
+
+
+def _exc_text(exc: BaseException) -> str:
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = ""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {msg}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "base64:" + base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, BaseException):
+        return _exc_text(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except Exception:
+            pass
+    if isinstance(value, set | frozenset):
+        try:
+            return sorted(value)
+        except TypeError:
+            pass
+    return f"<{type_name(value)}>"
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                            default=_json_default)
+
+
+def _hex(h: Any) -> str:
+    return str(h.hexdigest())
+
+
+def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
+    """``(digest, size)`` of ``value``'s canonical serialization. Never raises."""
+    limit = MAX_BYTES if max_bytes is None else max_bytes
+    try:
+        return _digest(value, limit)
+    except Exception:
+        data = type_name(value).encode()
+        return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+
+
+def _digest(value: Any, limit: int) -> tuple[str, int]:
+    t = type(value)
+    if t is str:
+        if len(value) <= limit // 4:  # ≤ 4 bytes per char: cannot exceed the limit
+            data = value.encode("utf-8", "surrogatepass")
+            return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+        if len(value) > limit:
+            half = limit // 2
+            h = hashlib.sha256(f"{len(value)}:".encode())
+            h.update(value[:half].encode("utf-8", "surrogatepass"))
+            h.update(value[-half:].encode("utf-8", "surrogatepass"))
+            return "sha256-sampled:" + _hex(h), len(value)
+        data = value.encode("utf-8", "surrogatepass")
+        return _bytes_digest(data, limit)
+    if t is bytes or t is bytearray or t is memoryview:
+        return _bytes_digest(value, limit)
+    if isinstance(value, BaseException):
+        data = _exc_text(value).encode("utf-8", "surrogatepass")
+        return _bytes_digest(data, limit)
+    if not isinstance(value, _JSON_TYPES):
+        dump = getattr(value, "model_dump", None)
+        if callable(dump):
+            value = dump(mode="json")
+        else:
+            data = type_name(value).encode()
+            return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+    return _json_digest(value, limit)
+
+
+def _bytes_digest(data: Any, limit: int) -> tuple[str, int]:
+    n = len(data)
+    if n <= limit:
+        return "sha256:" + hashlib.sha256(data).hexdigest(), n
+    half = limit // 2
+    mv = memoryview(data)
+    h = hashlib.sha256(f"{n}:".encode())
+    h.update(mv[:half])
+    h.update(mv[n - half:])
+    return "sha256-sampled:" + _hex(h), n
+
+
+def _fits(value: Any, limit: int) -> bool:
+    """Cheap bounded walk: True when the canonical JSON is surely under ``limit``."""
+    budget = limit // 2  # rough: ~2 bytes per char/number of overhead at most
+    stack = [value]
+    nodes = 0
+    while stack:
+        v = stack.pop()
+        nodes += 1
+        if nodes > 50_000:
+            return False
+        t = type(v)
+        if t is str:
+            budget -= 2 * len(v) + 2
+        elif t is dict:
+            budget -= 2 * len(v)
+            for k, x in v.items():
+                if type(k) is str:
+                    budget -= 2 * len(k)
+                stack.append(x)
+        elif t is list or t is tuple:
+            budget -= len(v)
+            stack.extend(v)
+        elif t is bytes or t is bytearray:
+            budget -= 2 * len(v) + 16
+        else:
+            budget -= 32
+        if budget < 0:
+            return False
+    return True
+
+
+def _json_digest(value: Any, limit: int) -> tuple[str, int]:
+    if _fits(value, limit):
+        try:
+            data = _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+        except (ValueError, TypeError, RecursionError):
+            data = type_name(value).encode()
+        return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+    h = hashlib.sha256()
+    size = 0
+    try:
+        for chunk in _ENCODER.iterencode(value):
+            data = chunk.encode("utf-8", "surrogatepass")
+            if size + len(data) > limit:
+                h.update(data[: limit - size])
+                return "sha256-prefix:" + _hex(h), -1
+            h.update(data)
+            size += len(data)
+    except (ValueError, TypeError, RecursionError):  # cycles, un-encodable keys
+        data = type_name(value).encode()
+        return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+    return "sha256:" + _hex(h), size
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The full canonical serialization (for documentation and tests)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, BaseException):
+        return _exc_text(value).encode("utf-8", "surrogatepass")
+    if not isinstance(value, _JSON_TYPES):
+        dump = getattr(value, "model_dump", None)
+        if not callable(dump):
+            return type_name(value).encode()
+        value = dump(mode="json")
+    return _ENCODER.encode(value).encode("utf-8", "surrogatepass")

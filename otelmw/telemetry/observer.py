@@ -1,0 +1,492 @@
+"""``TelemetryObserver``: the pipeline made visible as spans, metrics and log events.
+
+Implements ``otelmw.observe.PipelineObserver``. Hot-path rules: ``start_span`` +
+attach/detach (no generator context managers), a concrete tracer fetched once,
+attributes beyond the sampler-relevant ones built only when the span records,
+digests computed once per value. Every method is guarded: telemetry never
+raises into the agent (failures are counted under ``instrumentation``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .. import __version__
+from ..contract import (
+    MIDDLEWARE_SCHEMA_VERSION,
+    TELEMETRY_SCHEMA_VERSION,
+    CallInfo,
+    RuntimeContext,
+)
+from ..failures import HOOK, INSTRUMENTATION, MIDDLEWARE, NORMALIZE, FailureLog, describe
+from ..observe import FAILED, REWRITTEN
+from ..registry import Layer
+from ..results import NormalizedToolResult
+from . import attributes as a
+from .content import ContentPolicy, default_redactor
+from .context import attach, safe_detach
+from .digests import digest, type_name
+from .metrics import Instruments
+from .responses import ResponseFacts, get, is_stream
+from .streams import wrap_stream
+
+_CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
+_MAX_META_KEYS = 32
+_MAX_STR = 1024
+
+
+def error_type(exc: BaseException) -> str:
+    exc = getattr(exc, "original", None) or exc  # Hermes' private downstream wrapper
+    t = type(exc)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _short(text: Any, limit: int = _MAX_STR) -> str:
+    try:
+        s = text if isinstance(text, str) else str(text)
+    except Exception:
+        s = "<unprintable>"
+    s = default_redactor(s[: limit * 2])
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _flatten_metadata(meta: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not isinstance(meta, dict):
+        return out
+    for key, value in meta.items():
+        if len(out) >= _MAX_META_KEYS:
+            break
+        k = a.OTELMW_RESULT_METADATA_PREFIX + str(key)[:64]
+        if isinstance(value, bool | int | float):
+            out[k] = value
+        elif isinstance(value, str):
+            out[k] = value[:256]
+    return out
+
+
+class _Op:
+    """Per-call state (kept on ``CallInfo.observer_state``)."""
+
+    __slots__ = ("attrs", "span", "start", "token")
+
+    def __init__(self, span: trace.Span, token: object, start: float,
+                 attrs: dict[str, Any]) -> None:
+        self.span, self.token, self.start, self.attrs = span, token, start, attrs
+
+
+class _ChatStream:
+    """Finisher for a streamed chat response."""
+
+    __slots__ = ("call", "facts", "obs", "op")
+
+    def __init__(self, obs: TelemetryObserver, call: CallInfo, op: _Op) -> None:
+        self.obs, self.call, self.op, self.facts = obs, call, op, ResponseFacts()
+
+    def chunk(self, chunk: Any) -> None:
+        try:
+            self.facts.absorb_chunk(chunk)
+        except Exception:
+            pass
+
+    def end(self, ended_by: str, error: BaseException | None = None) -> None:
+        try:
+            self.obs._end_chat(self.call, self.op, self.facts, error, ended_by)
+        except Exception as exc:
+            self.obs._internal_failure("stream_end", exc)
+
+
+class TelemetryObserver:
+    """Spans for calls, rewrites and wrappers; hook log events; contract metrics."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
+                 logger_provider: Any = None, content: ContentPolicy | None = None,
+                 failures: FailureLog | None = None) -> None:
+        self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
+        self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
+        self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
+        self.inst = Instruments(self.meter)
+        self.content = content if content is not None else ContentPolicy.from_env()
+        self.failures = failures
+        if failures is not None:
+            failures.add_listener(self.on_failure)
+
+    def close(self) -> None:
+        if self.failures is not None:
+            self.failures.remove_listener(self.on_failure)
+
+    # ---------------------------------------------------------------- failures
+    def on_failure(self, category: str, kind: str, name: str, exc: BaseException | None
+                   ) -> None:
+        attrs = {a.OTELMW_MIDDLEWARE_KIND: kind, a.OTELMW_MIDDLEWARE_NAME: name}
+        if category == MIDDLEWARE:
+            self.inst.middleware_failures.add(1, attrs)
+        elif category == HOOK:
+            self.inst.hook_failures.add(1, {a.OTELMW_HOOK_NAME: kind,
+                                            a.OTELMW_MIDDLEWARE_NAME: name})
+        elif category == NORMALIZE:
+            self.inst.normalize_failures.add(1, {a.OTELMW_RUNTIME_ID: kind})
+
+    def _internal_failure(self, where: str, exc: BaseException) -> None:
+        if self.failures is not None:
+            self.failures.record(INSTRUMENTATION, "telemetry", where,
+                                 f"telemetry error: {describe(exc)}", exc)
+
+    # ------------------------------------------------------------ operations
+    def call_started(self, call: CallInfo, payload: Any) -> None:
+        try:
+            if call.operation == "chat":
+                self._start_chat(call, payload)
+            else:
+                self._start_tool(call, payload)
+        except Exception as exc:
+            call.observer_state = None
+            self._internal_failure("call_started", exc)
+
+    def _start_chat(self, call: CallInfo, request: Any) -> None:
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_CHAT,
+                                 a.GEN_AI_PROVIDER_NAME: call.provider or "unknown"}
+        if call.model:
+            attrs[a.GEN_AI_REQUEST_MODEL] = call.model
+        name = f"chat {call.model}" if call.model else "chat"
+        span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
+        metric_attrs = dict(attrs)
+        if span.is_recording():
+            extra = self._ids(call)
+            if call.api_request_id:
+                extra[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+            if call.api_mode:
+                extra[a.OTELMW_API_MODE] = call.api_mode
+            if call.server_address:
+                extra[a.SERVER_ADDRESS] = call.server_address
+                metric_attrs[a.SERVER_ADDRESS] = call.server_address
+            if call.server_port:
+                extra[a.SERVER_PORT] = call.server_port
+            if isinstance(request, dict):
+                for key, attr in (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
+                                  ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
+                                  ("stream", a.GEN_AI_REQUEST_STREAM)):
+                    v = request.get(key)
+                    if isinstance(v, bool | int | float):
+                        extra[attr] = v
+                if self.content.on_spans:
+                    msgs = request.get("messages", request.get("input"))
+                    if msgs is not None:
+                        extra[a.GEN_AI_INPUT_MESSAGES] = self.content.render(msgs)
+            span.set_attributes(extra)
+        token = attach(trace.set_span_in_context(span))
+        call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
+
+    def _start_tool(self, call: CallInfo, args: Any) -> None:
+        tool = call.tool_name or "unknown"
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
+                                 a.GEN_AI_TOOL_NAME: tool}
+        span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
+        if span.is_recording():
+            extra = self._ids(call)
+            extra[a.GEN_AI_TOOL_TYPE] = "function"
+            if call.tool_call_id:
+                extra[a.GEN_AI_TOOL_CALL_ID] = call.tool_call_id
+            if call.runtime_id:
+                extra[a.OTELMW_RUNTIME_ID] = call.runtime_id
+            if call.api_request_id:
+                extra[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+            if self.content.on_spans:
+                extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
+            span.set_attributes(extra)
+        token = attach(trace.set_span_in_context(span))
+        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
+        call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
+
+    @staticmethod
+    def _ids(call: CallInfo) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if call.session_id:
+            out[a.GEN_AI_CONVERSATION_ID] = call.session_id
+        if call.turn_id:
+            out[a.OTELMW_TURN_ID] = call.turn_id
+        if call.task_id:
+            out[a.OTELMW_TASK_ID] = call.task_id
+        return out
+
+    def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
+        op = call.observer_state
+        if not isinstance(op, _Op):
+            return result
+        try:
+            safe_detach(op.token)
+            op.token = None
+            if call.operation == "chat":
+                if error is None and is_stream(result):
+                    return wrap_stream(result, _ChatStream(self, call, op))
+                facts = ResponseFacts()
+                if error is None:
+                    facts.absorb(result)
+                self._end_chat(call, op, facts, error, None)
+            else:
+                self._end_tool(op, error)
+        except Exception as exc:
+            self._internal_failure("call_finished", exc)
+        return result
+
+    def _end_chat(self, call: CallInfo, op: _Op, facts: ResponseFacts,
+                  error: BaseException | None, ended_by: str | None) -> None:
+        span = op.span
+        duration = time.perf_counter() - op.start
+        mattrs = op.attrs
+        if facts.model:
+            mattrs[a.GEN_AI_RESPONSE_MODEL] = facts.model
+        if span.is_recording():
+            attrs: dict[str, Any] = {}
+            if facts.response_id:
+                attrs[a.GEN_AI_RESPONSE_ID] = facts.response_id
+            if facts.model:
+                attrs[a.GEN_AI_RESPONSE_MODEL] = facts.model
+            if facts.finish_reasons:
+                attrs[a.GEN_AI_RESPONSE_FINISH_REASONS] = facts.finish_reasons[:16]
+            if facts.input_tokens is not None:
+                attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
+            if facts.output_tokens is not None:
+                attrs[a.GEN_AI_USAGE_OUTPUT_TOKENS] = facts.output_tokens
+            if ended_by is not None:
+                attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
+            span.set_attributes(attrs)
+        if error is not None:
+            et = error_type(error)
+            mattrs[a.ERROR_TYPE] = et
+            span.set_attribute(a.ERROR_TYPE, et)
+            span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
+        span.end()
+        self.inst.operation_duration.record(duration, mattrs)
+        for tokens, kind in ((facts.input_tokens, "input"), (facts.output_tokens, "output")):
+            if tokens is not None:
+                self.inst.token_usage.record(tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: kind})
+
+    def _end_tool(self, op: _Op, error: BaseException | None) -> None:
+        span = op.span
+        if error is not None:
+            et = error_type(error)
+            op.attrs[a.ERROR_TYPE] = et
+            span.set_attribute(a.ERROR_TYPE, et)
+            span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
+        span.end()
+        self.inst.tool_duration.record(time.perf_counter() - op.start, op.attrs)
+
+    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
+        op = call.observer_state
+        if not isinstance(op, _Op):
+            return
+        try:
+            self._tool_result(call, op, normalized)
+        except Exception as exc:
+            self._internal_failure("tool_result", exc)
+
+    def _tool_result(self, call: CallInfo, op: _Op, normalized: NormalizedToolResult) -> None:
+        span = op.span
+        success = bool(normalized.success)
+        blocked = isinstance(normalized.metadata, dict) and normalized.metadata.get(
+            "otelmw.blocked") is True
+        status = "blocked" if blocked else ("ok" if success else "error")
+        raw = normalized.raw_result
+        if span.is_recording():
+            attrs: dict[str, Any] = {
+                a.OTELMW_RESULT_SUCCESS: success,
+                a.OTELMW_RESULT_STATUS: status,
+                a.OTELMW_RESULT_EXECUTION_TIME_MS: float(normalized.execution_time_ms or 0.0),
+            }
+            if normalized.error_message:
+                attrs[a.OTELMW_RESULT_ERROR_MESSAGE] = _short(normalized.error_message)
+            attrs.update(_flatten_metadata(normalized.metadata))
+            raw_digest, raw_size = digest(raw)
+            attrs[a.OTELMW_RESULT_RAW_DIGEST] = raw_digest
+            attrs[a.OTELMW_RESULT_RAW_SIZE] = raw_size
+            attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
+            content = normalized.content
+            attrs[a.OTELMW_RESULT_CONTENT_DIGEST] = (
+                raw_digest if content is raw else digest(content)[0])
+            if self.content.on_spans:
+                attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
+            span.set_attributes(attrs)
+        if not success and not blocked and not isinstance(raw, BaseException):
+            span.set_status(Status(StatusCode.ERROR, _short(normalized.error_message, 256)))
+            span.set_attribute(a.ERROR_TYPE, "tool_error")
+            op.attrs[a.ERROR_TYPE] = "tool_error"
+        elif isinstance(raw, BaseException):
+            et = error_type(raw)
+            span.set_attribute(a.ERROR_TYPE, et)
+            span.set_status(Status(StatusCode.ERROR, _short(raw, 256)))
+            op.attrs[a.ERROR_TYPE] = et
+        self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
+                                       a.OTELMW_RUNTIME_ID: call.runtime_id or "native",
+                                       a.GEN_AI_TOOL_NAME: call.tool_name or "unknown"})
+
+    # ------------------------------------------------------------- middleware
+    def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        attrs = {a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
+                 a.OTELMW_MIDDLEWARE_POSITION: position,
+                 a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
+        span = self.tracer.start_span(f"{layer.kind} {layer.name}", kind=_INTERNAL,
+                                      attributes=attrs)
+        token = attach(trace.set_span_in_context(span))
+        return (span, token, time.perf_counter(), layer)
+
+    def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        try:
+            return self._start_layer(call, layer, position)
+        except Exception as exc:
+            self._internal_failure("rewrite_started", exc)
+            return None
+
+    def wrapper_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        try:
+            return self._start_layer(call, layer, position)
+        except Exception as exc:
+            self._internal_failure("wrapper_started", exc)
+            return None
+
+    def _end_layer(self, token: Any, outcome: str, error: BaseException | None,
+                   extra: dict[str, Any] | None) -> None:
+        span, ctx_token, start, layer = token
+        safe_detach(ctx_token)
+        if span.is_recording():
+            span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
+            if extra:
+                span.set_attributes(extra)
+        if error is not None:
+            span.set_attribute(a.ERROR_TYPE, error_type(error))
+            span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
+        span.end()
+        self.inst.middleware_duration.record(
+            time.perf_counter() - start,
+            {a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
+             a.OTELMW_MIDDLEWARE_OUTCOME: outcome})
+
+    def rewrite_finished(self, call: CallInfo, token: Any, outcome: str,
+                         changed_keys: list[str], source: str | None, reason: str | None,
+                         error: BaseException | None) -> None:
+        if token is None:
+            return
+        try:
+            extra: dict[str, Any] = {}
+            if outcome == REWRITTEN:
+                extra[a.OTELMW_REWRITE_CHANGED_KEYS] = changed_keys[:64]
+                src = source or token[3].plugin
+                extra[a.OTELMW_REWRITE_SOURCE] = src[:256]
+                if reason:
+                    extra[a.OTELMW_REWRITE_REASON] = reason[:_MAX_STR]
+                self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src[:256],
+                                           a.OTELMW_MIDDLEWARE_KIND: token[3].kind})
+            elif outcome == FAILED and error is None:
+                extra[a.ERROR_TYPE] = "bad_return_shape"
+            self._end_layer(token, outcome, error, extra)
+        except Exception as exc:
+            self._internal_failure("rewrite_finished", exc)
+
+    def wrapper_finished(self, call: CallInfo, token: Any, outcome: str,
+                         error: BaseException | None) -> None:
+        if token is None:
+            return
+        try:
+            self._end_layer(token, outcome, error, None)
+        except Exception as exc:
+            self._internal_failure("wrapper_finished", exc)
+
+    # ------------------------------------------------------------------ turns
+    def turn_started(self, turn: RuntimeContext) -> Any:
+        try:
+            name = turn.agent_name or "agent"
+            attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
+                                     a.GEN_AI_AGENT_NAME: name}
+            if turn.session_id:
+                attrs[a.GEN_AI_CONVERSATION_ID] = turn.session_id
+            if turn.runtime_id:
+                attrs[a.OTELMW_RUNTIME_ID] = turn.runtime_id
+            if turn.turn_id:
+                attrs[a.OTELMW_TURN_ID] = turn.turn_id
+            span = self.tracer.start_span(f"invoke_agent {name}", kind=_INTERNAL,
+                                          attributes=attrs)
+            token = attach(trace.set_span_in_context(span))
+            return (span, token, time.perf_counter(), name)
+        except Exception as exc:
+            self._internal_failure("turn_started", exc)
+            return None
+
+    def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
+        if token is None:
+            return
+        try:
+            span, ctx_token, start, name = token
+            safe_detach(ctx_token)
+            mattrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
+                                      a.GEN_AI_AGENT_NAME: name}
+            if error is not None:
+                et = error_type(error)
+                span.set_attribute(a.ERROR_TYPE, et)
+                span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
+                mattrs[a.ERROR_TYPE] = et
+            elif failed:
+                span.set_attribute(a.ERROR_TYPE, "turn_failed")
+                span.set_status(Status(StatusCode.ERROR, "the agent turn failed"))
+                mattrs[a.ERROR_TYPE] = "turn_failed"
+            span.end()
+            self.inst.agent_duration.record(time.perf_counter() - start, mattrs)
+        except Exception as exc:
+            self._internal_failure("turn_finished", exc)
+
+    # ------------------------------------------------------------------ hooks
+    def hook_fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+                   failures: int) -> None:
+        try:
+            self._emit_hook(call, hook_name, payload, failures)
+        except Exception as exc:
+            self._internal_failure("hook_fired", exc)
+
+    def _emit_hook(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+                   failures: int) -> None:
+        attrs: dict[str, Any] = {
+            a.OTELMW_HOOK_NAME: hook_name,
+            a.OTELMW_SCHEMA_TELEMETRY: TELEMETRY_SCHEMA_VERSION,
+            a.OTELMW_SCHEMA_MIDDLEWARE: MIDDLEWARE_SCHEMA_VERSION,
+            a.OTELMW_HOOK_FAILURES: failures,
+        }
+        attrs.update(self._ids(call))
+        if call.api_request_id:
+            attrs[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+        if call.operation == "chat":
+            if call.model:
+                attrs[a.GEN_AI_REQUEST_MODEL] = call.model
+        else:
+            attrs[a.GEN_AI_TOOL_NAME] = call.tool_name or "unknown"
+            if call.tool_call_id:
+                attrs[a.GEN_AI_TOOL_CALL_ID] = call.tool_call_id
+        trace_entries = payload.get("middleware_trace")
+        if trace_entries:
+            attrs[a.OTELMW_MIDDLEWARE_TRACE] = json.dumps(trace_entries, default=str)[:4096]
+        body: dict[str, Any] = {}
+        for key, attr in (("request", a.OTELMW_REQUEST_DIGEST), ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
+            if key in payload:
+                attrs[attr] = digest(payload[key])[0]
+                if self.content.on_events:
+                    body[key] = self.content.render(payload[key])
+        normalized = payload.get("normalized")
+        if isinstance(normalized, NormalizedToolResult):
+            attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
+            attrs[a.OTELMW_RESULT_RAW_DIGEST] = digest(normalized.raw_result)[0]
+            if self.content.on_events:
+                body["result"] = self.content.render(normalized.model_text())
+        status = payload.get("status")
+        if isinstance(status, str):
+            attrs[a.OTELMW_RESULT_STATUS] = status
+        err = payload.get("error")
+        if isinstance(err, BaseException):
+            attrs[a.ERROR_TYPE] = error_type(err)
+        elif isinstance(payload.get("error_type"), str):
+            attrs[a.ERROR_TYPE] = payload["error_type"]
+        self.logger.emit(event_name=f"otelmw.hook.{hook_name}",
+                         severity_number=_logs.SeverityNumber.INFO,
+                         body=body or None, attributes=attrs)

@@ -1,0 +1,73 @@
+"""Send the embedded store's OTLP-JSON to an OTLP endpoint (``otelmw replay``)."""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import Message
+
+from .filestore import from_otlp_json, read_requests
+
+SIGNALS = ("traces", "metrics", "logs")
+
+
+def default_endpoint(protocol: str) -> str:
+    env = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if env:
+        return env.rstrip("/")
+    return "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+
+
+def _send_http(endpoint: str, signal: str, msg: Message, timeout: float) -> None:
+    req = urllib.request.Request(
+        f"{endpoint.rstrip('/')}/v1/{signal}", data=msg.SerializeToString(), method="POST",
+        headers={"Content-Type": "application/x-protobuf"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - user's endpoint
+        if resp.status >= 300:
+            raise OSError(f"{signal}: HTTP {resp.status}")
+
+
+def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
+    import grpc
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    target = endpoint.split("://", 1)[-1]
+    channel = grpc.insecure_channel(target)
+    return channel, {
+        "traces": trace_service_pb2_grpc.TraceServiceStub(channel),
+        "metrics": metrics_service_pb2_grpc.MetricsServiceStub(channel),
+        "logs": logs_service_pb2_grpc.LogsServiceStub(channel),
+    }
+
+
+def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
+           directory: Path | None = None, timeout: float = 10.0) -> dict[str, int]:
+    """Replay every stored request; returns the number of requests sent per signal."""
+    if protocol not in ("grpc", "http/protobuf"):
+        raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
+    endpoint = endpoint or default_endpoint(protocol)
+    sent = dict.fromkeys(SIGNALS, 0)
+    channel = None
+    stubs: dict[str, Any] = {}
+    if protocol == "grpc":
+        channel, stubs = _grpc_stubs(endpoint)
+    try:
+        import json
+
+        for signal in SIGNALS:
+            for request in read_requests(signal, directory):
+                msg = from_otlp_json(signal, json.dumps(request))
+                if protocol == "grpc":
+                    stubs[signal].Export(msg, timeout=timeout)
+                else:
+                    _send_http(endpoint, signal, msg, timeout)
+                sent[signal] += 1
+    finally:
+        if channel is not None:
+            channel.close()
+    return sent

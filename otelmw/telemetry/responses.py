@@ -1,0 +1,125 @@
+"""Pure extractors: provider responses and stream chunks → response facts.
+
+Work on dicts and SDK objects alike (OpenAI chat completions and Responses,
+Anthropic messages, their stream chunks/events, Hermes' SimpleNamespace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    try:
+        return getattr(obj, key, None)
+    except Exception:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(slots=True)
+class ResponseFacts:
+    """What a chat span records from a response (or accumulates from a stream)."""
+
+    response_id: str | None = None
+    model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    chunks: int = 0
+
+    def add_usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        # OpenAI chat: prompt/completion; Responses + Anthropic: input/output.
+        # Anthropic reports cache reads/writes apart from input_tokens; add them.
+        inp = _int(get(usage, "prompt_tokens"))
+        if inp is None:
+            inp = _int(get(usage, "input_tokens"))
+            if inp is not None:
+                for extra in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+                    inp += _int(get(usage, extra)) or 0
+        out = _int(get(usage, "completion_tokens"))
+        if out is None:
+            out = _int(get(usage, "output_tokens"))
+        if inp is not None:
+            self.input_tokens = inp
+        if out is not None:
+            self.output_tokens = out
+
+    def add_finish(self, reason: Any) -> None:
+        if isinstance(reason, str) and reason:
+            self.finish_reasons.append(reason)
+
+    def absorb(self, obj: Any) -> None:
+        """Take facts from a full response object."""
+        rid = get(obj, "id")
+        if isinstance(rid, str):
+            self.response_id = rid
+        model = get(obj, "model")
+        if isinstance(model, str):
+            self.model = model
+        choices = get(obj, "choices")
+        if isinstance(choices, list | tuple):
+            for ch in choices:
+                self.add_finish(get(ch, "finish_reason"))
+        else:
+            stop = get(obj, "stop_reason")  # Anthropic
+            if stop is None and get(obj, "object") == "response":
+                stop = get(obj, "status")  # Responses API
+            self.add_finish(stop if stop is not None else get(obj, "finish_reason"))
+        self.add_usage(get(obj, "usage"))
+
+    def absorb_chunk(self, chunk: Any) -> None:
+        """Take facts from one stream chunk or event."""
+        self.chunks += 1
+        etype = get(chunk, "type")
+        if isinstance(etype, str):
+            self._absorb_event(etype, chunk)
+            return
+        rid = get(chunk, "id")
+        if isinstance(rid, str) and self.response_id is None:
+            self.response_id = rid
+        model = get(chunk, "model")
+        if isinstance(model, str):
+            self.model = model
+        choices = get(chunk, "choices")
+        if isinstance(choices, list | tuple):
+            for ch in choices:
+                self.add_finish(get(ch, "finish_reason"))
+        self.add_usage(get(chunk, "usage"))
+
+    def _absorb_event(self, etype: str, event: Any) -> None:
+        if etype == "message_start":  # Anthropic
+            msg = get(event, "message")
+            self.response_id = get(msg, "id") or self.response_id
+            self.model = get(msg, "model") or self.model
+            self.add_usage(get(msg, "usage"))
+        elif etype == "message_delta":
+            self.add_finish(get(get(event, "delta"), "stop_reason"))
+            usage = get(event, "usage")
+            out = _int(get(usage, "output_tokens"))
+            if out is not None:
+                self.output_tokens = out
+        elif etype in ("response.completed", "response.incomplete", "response.failed"):
+            self.absorb(get(event, "response"))
+        elif etype == "response.created":
+            resp = get(event, "response")
+            self.response_id = get(resp, "id") or self.response_id
+            self.model = get(resp, "model") or self.model
+
+
+def is_stream(result: Any) -> bool:
+    """An iterator / async iterator result that is consumed after the call returns."""
+    if result is None or isinstance(result, str | bytes | dict | list | tuple):
+        return False
+    t = type(result)
+    return hasattr(t, "__next__") or hasattr(t, "__anext__")

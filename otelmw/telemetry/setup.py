@@ -1,0 +1,240 @@
+"""SDK setup: ``configure()`` — idempotent, env-driven, batch-only, bounded shutdown.
+
+Honours ``OTEL_SDK_DISABLED``, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (+ per-signal variants), ``OTEL_EXPORTER_OTLP_PROTOCOL``
+(``grpc`` default, as ``opentelemetry-instrument``; or ``http/protobuf``),
+``OTEL_TRACES_SAMPLER``, ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` /
+``OTEL_LOGS_EXPORTER`` (``otlp``, ``console``, ``none``, ``file``; metrics also
+``prometheus``). With no exporter and no endpoint configured, every signal goes
+to the embedded OTLP-JSON store (``file``). Providers the application already
+installed are used as they are (otelmw adds no processors to them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from ..pipeline import Pipeline, get_pipeline
+from .content import ContentPolicy
+from .context import instrument_threads
+from .observer import TelemetryObserver
+
+logger = logging.getLogger("otelmw")
+
+SIGNALS = ("traces", "metrics", "logs")
+_EXPORTERS = {"traces": {"otlp", "console", "none", "file"},
+              "metrics": {"otlp", "console", "none", "file", "prometheus"},
+              "logs": {"otlp", "console", "none", "file"}}
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def exporter_choice(signal: str) -> list[str]:
+    """The exporters for ``signal`` per env; ``file`` when nothing is configured."""
+    raw = os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip()
+    if raw:
+        names = [x.strip().lower() for x in raw.split(",") if x.strip()]
+        bad = [x for x in names if x not in _EXPORTERS[signal]]
+        if bad:
+            raise ValueError(f"OTEL_{signal.upper()}_EXPORTER: unsupported exporter(s) {bad}; "
+                             f"expected {sorted(_EXPORTERS[signal])}")
+        return [x for x in names if x != "none"]
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+            f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"):
+        return ["otlp"]
+    return ["file"]
+
+
+def _protocol(signal: str) -> str:
+    raw = (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+           or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    if raw not in ("grpc", "http/protobuf"):
+        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={raw!r}: expected grpc or http/protobuf")
+    return raw
+
+
+def _otlp(signal: str) -> Any:
+    grpc = _protocol(signal) == "grpc"
+    if signal == "traces":
+        if grpc:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+                OTLPSpanExporter,
+            )
+        return OTLPSpanExporter()
+    if signal == "metrics":
+        if grpc:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+        return OTLPMetricExporter()
+    if grpc:
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # type: ignore[assignment]
+            OTLPLogExporter,
+        )
+    return OTLPLogExporter()
+
+
+def _exporter(signal: str, name: str) -> Any:
+    if name == "otlp":
+        return _otlp(signal)
+    if name == "file":
+        from . import filestore as fs
+
+        return {"traces": fs.FileSpanExporter, "metrics": fs.FileMetricExporter,
+                "logs": fs.FileLogExporter}[signal]()
+    return {"traces": ConsoleSpanExporter, "metrics": ConsoleMetricExporter,
+            "logs": ConsoleLogRecordExporter}[signal]()
+
+
+def _prometheus_reader() -> Any:
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import start_http_server
+    except ImportError as exc:
+        raise ValueError("OTEL_METRICS_EXPORTER=prometheus needs "
+                         "`pip install otelmw[prometheus]`") from exc
+    host = os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+    port = int(os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464"))
+    start_http_server(port=port, addr=host)
+    return PrometheusMetricReader()
+
+
+@dataclass
+class Telemetry:
+    """What ``configure()`` set up; ``shutdown()`` is bounded in time."""
+
+    observer: TelemetryObserver | None
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    logger_provider: Any = None
+    owned: list[Any] = field(default_factory=list)  # providers otelmw created
+    disabled: bool = False
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool:
+        ok = True
+        for p in self.owned:
+            ok = _bounded(lambda p=p: p.force_flush(int(timeout_s * 1000)), timeout_s) and ok
+        return ok
+
+    def shutdown(self, timeout_s: float | None = None) -> bool:
+        """Flush and stop otelmw's providers; returns False if the deadline hit."""
+        t = timeout_s if timeout_s is not None else float(
+            os.environ.get("OTELMW_SHUTDOWN_TIMEOUT", "5"))
+        ok = True
+        for p in self.owned:
+            ok = _bounded(p.shutdown, t) and ok
+        self.owned = []
+        return ok
+
+
+def _bounded(fn: Callable[[], Any], timeout_s: float) -> bool:
+    """Run ``fn`` on a daemon thread and wait at most ``timeout_s`` (a dead
+    collector must not hang interpreter exit)."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            logger.debug("otelmw: telemetry shutdown step failed", exc_info=True)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="otelmw-shutdown", daemon=True).start()
+    if not done.wait(timeout_s):
+        logger.warning("otelmw: telemetry flush/shutdown exceeded %.1fs; abandoned", timeout_s)
+        return False
+    return True
+
+
+_lock = threading.Lock()
+_current: Telemetry | None = None
+
+
+def configure(service_name: str | None = None, *, pipeline: Pipeline | None = None,
+              propagate_threads: bool | None = None) -> Telemetry:
+    """Set up OpenTelemetry for otelmw and install the telemetry observer.
+
+    Idempotent: a second call returns the first result. Raises ``ValueError`` on
+    invalid configuration (a typo in an exporter name, capture mode, protocol).
+    """
+    global _current
+    with _lock:
+        if _current is not None:
+            return _current
+        pipe = pipeline if pipeline is not None else get_pipeline()
+        content = ContentPolicy.from_env()  # validate before installing anything
+        if _truthy("OTEL_SDK_DISABLED"):
+            _current = Telemetry(observer=None, disabled=True)
+            return _current
+        choices = {s: exporter_choice(s) for s in SIGNALS}
+        resource = Resource.create(
+            {} if os.environ.get("OTEL_SERVICE_NAME") or "service.name" in os.environ.get(
+                "OTEL_RESOURCE_ATTRIBUTES", "") else {"service.name": service_name or "otelmw"})
+        owned: list[Any] = []
+        tp = trace.get_tracer_provider()
+        if not isinstance(tp, TracerProvider):
+            tp = TracerProvider(resource=resource)
+            for name in choices["traces"]:
+                tp.add_span_processor(BatchSpanProcessor(_exporter("traces", name)))
+            trace.set_tracer_provider(tp)
+            owned.append(tp)
+        mp = metrics.get_meter_provider()
+        if not isinstance(mp, MeterProvider):
+            readers = [_prometheus_reader() if n == "prometheus" else
+                       PeriodicExportingMetricReader(_exporter("metrics", n))
+                       for n in choices["metrics"]]
+            mp = MeterProvider(resource=resource, metric_readers=readers)
+            metrics.set_meter_provider(mp)
+            owned.append(mp)
+        lp = _logs.get_logger_provider()
+        if not isinstance(lp, LoggerProvider):
+            lp = LoggerProvider(resource=resource)
+            for name in choices["logs"]:
+                lp.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs", name)))
+            _logs.set_logger_provider(lp)
+            owned.append(lp)
+        observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures)
+        pipe.observer = observer
+        if propagate_threads if propagate_threads is not None else not _truthy(
+                "OTELMW_NO_THREAD_PROPAGATION"):
+            instrument_threads()
+        _current = Telemetry(observer, tp, mp, lp, owned)
+        atexit.register(_current.shutdown)
+        return _current
+
+
+def current() -> Telemetry | None:
+    return _current
+
+
+def reset_for_tests() -> None:
+    """Forget the configured state (tests only; providers stay installed globally)."""
+    global _current
+    with _lock:
+        if _current is not None and _current.observer is not None:
+            _current.observer.close()
+        _current = None

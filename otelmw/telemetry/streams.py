@@ -1,0 +1,142 @@
+"""Stream proxies that end the ``chat`` span exactly once.
+
+The span ends when the stream is exhausted, closed, left through ``with``
+(including an early ``break``), raises, or is garbage-collected unconsumed.
+Everything else (attributes such as ``.response``) is delegated by wrapt's
+``ObjectProxy``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Protocol
+
+import wrapt
+
+
+class StreamFinisher(Protocol):
+    def chunk(self, chunk: Any) -> None: ...
+
+    def end(self, ended_by: str, error: BaseException | None = None) -> None: ...
+
+
+class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Sync iterator proxy."""
+
+    def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
+        super().__init__(wrapped)
+        self._self_finisher: StreamFinisher | None = finisher
+
+    def _self_end(self, ended_by: str, error: BaseException | None = None) -> None:
+        f, self._self_finisher = self._self_finisher, None
+        if f is not None:
+            f.end(ended_by, error)
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = next(self.__wrapped__)
+        except StopIteration:
+            self._self_end("exhausted")
+            raise
+        except BaseException as exc:
+            self._self_end("error", exc)
+            raise
+        f = self._self_finisher
+        if f is not None:
+            f.chunk(chunk)
+        return chunk
+
+    def __enter__(self) -> Any:
+        enter = getattr(self.__wrapped__, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__exit__", None)
+            return exit_(exc_type, exc, tb) if exit_ is not None else None
+        finally:
+            self._self_end("error" if exc is not None else "closed", exc)
+
+    def close(self) -> Any:
+        try:
+            close = getattr(self.__wrapped__, "close", None)
+            return close() if close is not None else None
+        finally:
+            self._self_end("closed")
+
+    def __del__(self) -> None:
+        if self._self_finisher is not None:
+            self._self_end("abandoned")
+
+
+class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Async iterator proxy (OpenAI ``AsyncStream``, Anthropic async streams,
+    async generators)."""
+
+    def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
+        super().__init__(wrapped)
+        self._self_finisher: StreamFinisher | None = finisher
+
+    def _self_end(self, ended_by: str, error: BaseException | None = None) -> None:
+        f, self._self_finisher = self._self_finisher, None
+        if f is not None:
+            f.end(ended_by, error)
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_end("exhausted")
+            raise
+        except BaseException as exc:
+            self._self_end("error", exc)
+            raise
+        f = self._self_finisher
+        if f is not None:
+            f.chunk(chunk)
+        return chunk
+
+    async def __aenter__(self) -> Any:
+        enter = getattr(self.__wrapped__, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__aexit__", None)
+            return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
+        finally:
+            self._self_end("error" if exc is not None else "closed", exc)
+
+    async def aclose(self) -> Any:
+        try:
+            close = getattr(self.__wrapped__, "aclose", None) or getattr(
+                self.__wrapped__, "close", None)
+            if close is None:
+                return None
+            r = close()
+            return (await r) if inspect.isawaitable(r) else r
+        finally:
+            self._self_end("closed")
+
+    async def close(self) -> Any:  # OpenAI/Anthropic AsyncStream spell it close()
+        return await self.aclose()
+
+    def __del__(self) -> None:
+        if self._self_finisher is not None:
+            self._self_end("abandoned")
+
+
+def wrap_stream(result: Any, finisher: StreamFinisher) -> Any:
+    if hasattr(type(result), "__anext__"):
+        return AsyncSpanStream(result, finisher)
+    return SpanStream(result, finisher)
