@@ -32,14 +32,12 @@ GEN_AI_TOOL_TYPE: Final = g.GEN_AI_TOOL_TYPE
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = g.GEN_AI_TOOL_CALL_ARGUMENTS
 GEN_AI_TOOL_CALL_RESULT: Final = g.GEN_AI_TOOL_CALL_RESULT
 GEN_AI_INPUT_MESSAGES: Final = g.GEN_AI_INPUT_MESSAGES
-GEN_AI_OUTPUT_MESSAGES: Final = g.GEN_AI_OUTPUT_MESSAGES
 ERROR_TYPE: Final = error_attributes.ERROR_TYPE
 SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
 SERVER_PORT: Final = server_attributes.SERVER_PORT
 
 OTELMW_API_REQUEST_ID: Final = "otelmw.api_request.id"
 OTELMW_RUNTIME_ID: Final = "otelmw.runtime.id"
-OTELMW_SESSION_ID: Final = "otelmw.session.id"
 OTELMW_TURN_ID: Final = "otelmw.turn.id"
 OTELMW_TASK_ID: Final = "otelmw.task.id"
 OTELMW_API_MODE: Final = "otelmw.api_mode"
@@ -65,14 +63,9 @@ OTELMW_REQUEST_DIGEST: Final = "otelmw.request.digest"
 OTELMW_STREAM_ENDED_BY: Final = "otelmw.stream.ended_by"
 OTELMW_MIDDLEWARE_TRACE: Final = "otelmw.middleware_trace"
 OTELMW_HOOK_NAME: Final = "otelmw.hook.name"
-OTELMW_HOOK_CALLBACKS: Final = "otelmw.hook.callbacks"
 OTELMW_HOOK_FAILURES: Final = "otelmw.hook.failures"
-OTELMW_HOOK_STATUS: Final = "otelmw.hook.status"
-OTELMW_HOOK_DURATION_MS: Final = "otelmw.hook.duration_ms"
 OTELMW_SCHEMA_TELEMETRY: Final = "otelmw.schema.telemetry"
 OTELMW_SCHEMA_MIDDLEWARE: Final = "otelmw.schema.middleware"
-OTELMW_FAILURE_CATEGORY: Final = "otelmw.failure.category"
-OTELMW_CONTENT_TRUNCATED: Final = "otelmw.content.truncated"
 
 # Span name prefixes (operation names of the GenAI conventions).
 OP_CHAT: Final = "chat"
