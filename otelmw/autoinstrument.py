@@ -39,7 +39,7 @@ def parse_wrap_spec(spec: str) -> list[tuple[str, str, str]]:
 
 
 def _wrap_when_imported(module: str, name: str, kind: str) -> None:
-    from .decorators import llm_wrapper, tool_wrapper, _is_async
+    from .decorators import _is_async, llm_wrapper, tool_wrapper
 
     def hook(mod: Any) -> None:
         try:

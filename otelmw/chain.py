@@ -21,7 +21,7 @@ from typing import Any
 
 from . import observe as o
 from .contract import ORIGINAL_KEY, PAYLOAD_KEY, CallInfo, make_trace_entry
-from .failures import MIDDLEWARE, FailureLog, describe, signature_mismatch_hint
+from .failures import MIDDLEWARE, FailureLog, describe, safe_str, signature_mismatch_hint
 from .observe import PipelineObserver
 from .payloads import changed_keys, freeze
 from .registry import Layer
@@ -68,7 +68,7 @@ def _fail(
         hint = signature_mismatch_hint(exc, provided)
         msg = f"{msg}: {describe(exc)}" + (f" ({hint})" if hint else "")
     failures.record(MIDDLEWARE, layer.kind, layer.name, msg, exc,
-                    signature=(phase, type(exc).__name__ if exc else msg, str(exc)[:200]))
+                    signature=(phase, type(exc).__name__ if exc else msg, safe_str(exc)[:200]))
 
 
 class RewriteStep:
@@ -283,6 +283,8 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
             result = layer.callback(**kw)
             if inspect.isawaitable(result):
                 result = await result
+            if result is not None and result is frame.pending:
+                result = await result  # `return next_call(...)` from an async def
         except BaseException as exc:
             if frame.state == _RUNNING and inspect.getcoroutinestate(
                     frame.pending) == inspect.CORO_CREATED:

@@ -115,8 +115,16 @@ def _cmd_traces(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from .telemetry.replay import replay
 
-    sent = replay(args.endpoint, args.protocol,
-                  Path(args.data_dir) if args.data_dir else None)
+    try:
+        sent = replay(args.endpoint, args.protocol,
+                      Path(args.data_dir) if args.data_dir else None)
+    except ValueError:
+        raise
+    except Exception as exc:  # unreachable endpoint, HTTP or gRPC error: no traceback
+        detail = getattr(exc, "details", None)
+        reason = detail() if callable(detail) else exc
+        print(f"otelmw: replay failed: {type(exc).__name__}: {reason}", file=sys.stderr)
+        return 1
     print(", ".join(f"{k}: {v} request(s)" for k, v in sent.items()))
     return 0
 

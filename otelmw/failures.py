@@ -27,11 +27,22 @@ PLUGIN = "plugin"
 FailureListener = Callable[[str, str, str, BaseException | None], None]
 
 
+def safe_str(value: Any) -> str:
+    """``str(value)`` that never raises (hostile ``__str__``)."""
+    try:
+        return str(value)
+    except Exception:
+        try:
+            return f"<{type(value).__qualname__}>"
+        except Exception:
+            return "<unprintable>"
+
+
 def signature_mismatch_hint(exc: BaseException, provided: Iterable[str]) -> str | None:
     """If ``exc`` is a call-signature TypeError, name the fields otelmw provides."""
     if type(exc) is not TypeError:
         return None
-    text = str(exc)
+    text = safe_str(exc)
     if "argument" not in text or not (
         "unexpected keyword" in text or "missing" in text or "positional" in text
     ):
@@ -79,7 +90,7 @@ class FailureLog:
     ) -> None:
         """Count a failure; log at WARNING the first time its signature is seen."""
         if signature is None:
-            signature = (type(exc).__name__, str(exc)[:200]) if exc is not None else message
+            signature = (type(exc).__name__, safe_str(exc)[:200]) if exc is not None else message
         key = (category, kind, name, signature)
         with self._lock:
             self.counts[(category, kind, name)] += 1
@@ -101,4 +112,4 @@ class FailureLog:
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {safe_str(exc)}"

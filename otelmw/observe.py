@@ -73,3 +73,9 @@ class PipelineObserver(Protocol):
 
     def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
         """The turn ended; ``failed`` marks a turn whose host swallowed an error."""
+
+    def call_enriched(self, call: CallInfo, result: Any, server_address: str | None,
+                      server_port: int | None) -> Any:
+        """A nested layer (e.g. the provider SDK under a host adapter) saw the raw
+        provider response of ``call``; returns the result to hand back (streams
+        may be wrapped so their chunks are observed)."""

@@ -45,6 +45,25 @@ _last_api_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVa
 )
 
 
+# The LLM call in flight in this context: a nested layer (the SDK under a host
+# adapter) enriches it instead of opening a second ``chat`` span.
+_current_llm_call: contextvars.ContextVar[c.CallInfo | None] = contextvars.ContextVar(
+    "otelmw_current_llm_call", default=None
+)
+
+
+def current_llm_call() -> c.CallInfo | None:
+    """The pipeline LLM call running in this context, if any."""
+    return _current_llm_call.get()
+
+
+def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    try:
+        var.reset(token)
+    except ValueError:  # token from another context: leave the var as the caller has it
+        pass
+
+
 class ToolArgumentsError(ValueError):
     """Tool arguments that are not a JSON object (or malformed JSON)."""
 
@@ -108,9 +127,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ LLM
     def _llm_active(self) -> bool:
-        m, h = self.registry.middleware, self.registry.hooks
-        return bool(m(c.LLM_REQUEST) or m(c.LLM_EXECUTION) or h(c.PRE_API_REQUEST)
-                    or h(c.POST_API_REQUEST) or h(c.API_REQUEST_ERROR))
+        return self.registry.llm_active
 
     def _llm_call(self, request: Any, provider: str | None, model: str | None,
                   api_mode: str | None, api_request_id: str | None,
@@ -154,17 +171,22 @@ class Pipeline:
         """Run one provider request through the LLM pipeline (sync)."""
         obs = self.observer
         if obs is None and not self._llm_active():
+            if api_request_id is not None:
+                _last_api_request_id.set(api_request_id)
             return execute(request)
         call = self._llm_call(request, provider, model, api_mode, api_request_id,
                               (server_address, server_port))
         if obs is not None:
             obs.call_started(call, request)
+        token = _current_llm_call.set(call)
         try:
             result = self._run_llm(call, request, execute)
         except BaseException as exc:
             if obs is not None:
                 obs.call_finished(call, None, exc)
             raise
+        finally:
+            _reset(_current_llm_call, token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
     def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
@@ -217,18 +239,23 @@ class Pipeline:
         """Async twin of ``run_llm``; ``execute`` may return an awaitable."""
         obs = self.observer
         if obs is None and not self._llm_active():
+            if api_request_id is not None:
+                _last_api_request_id.set(api_request_id)
             r = execute(request)
             return await r if _isawaitable(r) else r
         call = self._llm_call(request, provider, model, api_mode, api_request_id,
                               (server_address, server_port))
         if obs is not None:
             obs.call_started(call, request)
+        token = _current_llm_call.set(call)
         try:
             result = await self._arun_llm(call, request, execute)
         except BaseException as exc:
             if obs is not None:
                 obs.call_finished(call, None, exc)
             raise
+        finally:
+            _reset(_current_llm_call, token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
     async def _arun_llm(self, call: c.CallInfo, request: Any,
@@ -265,9 +292,7 @@ class Pipeline:
 
     # ----------------------------------------------------------------- tools
     def _tool_active(self, runtime_id: str | None) -> bool:
-        m, h = self.registry.middleware, self.registry.hooks
-        return bool(self.observer is not None or m(c.TOOL_REQUEST) or m(c.TOOL_EXECUTION)
-                    or h(c.PRE_TOOL_CALL) or h(c.POST_TOOL_CALL) or h(c.TRANSFORM_TOOL_RESULT)
+        return bool(self.observer is not None or self.registry.tool_active
                     or self.memory_adapters
                     or not (runtime_id is None or runtime_id in _NATIVE))
 
@@ -305,7 +330,8 @@ class Pipeline:
                    runtime_id: str | None) -> c.CallInfo:
         rc = c.current_runtime_context()
         return c.CallInfo("execute_tool", rc.session_id, rc.task_id, rc.turn_id,
-                          _last_api_request_id.get(), tool_name=tool_name,
+                          _last_api_request_id.get() or c.new_request_id(rc.turn_id),
+                          tool_name=tool_name,
                           tool_call_id=tool_call_id, runtime_id=runtime_id,
                           agent_name=rc.agent_name)
 
@@ -383,10 +409,18 @@ class Pipeline:
                                               metadata={"otelmw.blocked": True})
             status = "blocked"
         else:
-            terminal = self._terminal(execute, parsed, original, effective)
+            base = self._terminal(execute, parsed, original, effective)
+            elapsed = [0.0]
+
+            def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
+                t0 = time.perf_counter()
+                try:
+                    return base(p)
+                finally:
+                    elapsed[0] += time.perf_counter() - t0
+
             layers = reg.middleware(c.TOOL_EXECUTION)
             raw: Any = None
-            t0 = time.perf_counter()
             try:
                 if layers:
                     raw = run_execution(layers, call, "args", effective,
@@ -396,7 +430,7 @@ class Pipeline:
                     raw = terminal(effective)
             except Exception as exc:
                 error = exc
-            ms = (time.perf_counter() - t0) * 1000.0
+            ms = elapsed[0] * 1000.0
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
         model_result, status = self._finish_tool(call, normalized, status)
@@ -454,7 +488,16 @@ class Pipeline:
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            return self._bad_arguments(call, args, exc, raise_errors)
+            normalized = failure_from_exception(exc, 0.0)
+            model_result, status = self._finish_tool(call, normalized, "error")
+            payload = self._post_payload(call, call.as_kwargs(), args, model_result, normalized,
+                                         status)
+            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload,
+                              obs, failures)
+            self._record_memory(call, normalized)
+            if raise_errors:
+                raise
+            return model_result
         effective = original
         if reg.middleware(c.TOOL_REQUEST):
             effective = await arun_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST),
@@ -471,22 +514,29 @@ class Pipeline:
                                               metadata={"otelmw.blocked": True})
             status = "blocked"
         else:
-            terminal = self._terminal(execute, parsed, original, effective)
+            base = self._terminal(execute, parsed, original, effective)
+            elapsed = [0.0]
+
+            async def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
+                t0 = time.perf_counter()
+                try:
+                    r = base(p)
+                    return (await r) if _isawaitable(r) else r
+                finally:
+                    elapsed[0] += time.perf_counter() - t0
+
             layers = reg.middleware(c.TOOL_EXECUTION)
             raw: Any = None
-            t0 = time.perf_counter()
             try:
                 if layers:
                     raw = await arun_execution(layers, call, "args", effective,
                                                {**kw, "original_args": original}, terminal,
                                                obs, failures)
                 else:
-                    raw = terminal(effective)
-                    if _isawaitable(raw):
-                        raw = await raw
+                    raw = await terminal(effective)
             except Exception as exc:
                 error = exc
-            ms = (time.perf_counter() - t0) * 1000.0
+            ms = elapsed[0] * 1000.0
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
         model_result, status = self._finish_tool(call, normalized, status)

@@ -141,13 +141,14 @@ class PluginManager:
         if not callable(register):
             raise ValueError(f"plugin {name!r}: register must be callable")
         with self._lock:
-            self._programmatic[name] = register
             if name in self.config.disabled():
+                self._programmatic[name] = register
                 st = PluginStatus(name, "programmatic", enabled=False)
                 self.status[name] = st
                 return st
             ctx = PluginContext(name)
             register(ctx)  # a ValueError here reaches the caller: it is their mistake
+            self._programmatic[name] = register
             self.pipeline.registry.remove_plugin(name)
             self.pipeline.registry.commit(ctx.middleware, ctx.hooks)
             st = self._loaded(name, "programmatic", ctx)

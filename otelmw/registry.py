@@ -76,7 +76,18 @@ class MiddlewareRegistry:
         self._lock = threading.Lock()
         self._middleware: dict[str, tuple[Layer, ...]] = {k: () for k in MIDDLEWARE_KINDS}
         self._hooks: dict[str, tuple[Layer, ...]] = {h: () for h in HOOK_NAMES}
-        self.version = 0  # bumped on every change; lets pipelines cache "anything registered?"
+        self.version = 0  # bumped on every change
+        # Cached "anything registered?" per call type: the no-middleware fast path
+        # reads one attribute instead of scanning (and allocating bound methods).
+        self.llm_active = False
+        self.tool_active = False
+
+    def _refresh(self) -> None:
+        m, h = self._middleware, self._hooks
+        self.llm_active = bool(m["llm_request"] or m["llm_execution"] or h["pre_api_request"]
+                               or h["post_api_request"] or h["api_request_error"])
+        self.tool_active = bool(m["tool_request"] or m["tool_execution"] or h["pre_tool_call"]
+                                or h["post_tool_call"] or h["transform_tool_result"])
 
     def middleware(self, kind: str) -> tuple[Layer, ...]:
         return self._middleware[kind]
@@ -107,6 +118,7 @@ class MiddlewareRegistry:
                 hk[layer.kind] = (*hk[layer.kind], layer)
             self._middleware, self._hooks = mw, hk
             self.version += 1
+            self._refresh()
 
     def replace_all(self, middleware: Iterable[Layer], hooks: Iterable[Layer]) -> None:
         """Swap in a complete new set of registrations (plugin reload)."""
@@ -119,6 +131,7 @@ class MiddlewareRegistry:
         with self._lock:
             self._middleware, self._hooks = mw, hk
             self.version += 1
+            self._refresh()
 
     def remove_plugin(self, plugin: str) -> None:
         with self._lock:
@@ -129,6 +142,7 @@ class MiddlewareRegistry:
                 k: tuple(x for x in v if x.plugin != plugin) for k, v in self._hooks.items()
             }
             self.version += 1
+            self._refresh()
 
     def clear(self) -> None:
         self.replace_all((), ())

@@ -75,7 +75,8 @@ class PassThroughMiddleware:
     def runtime_id(self) -> str:
         return self._runtime_id
 
-    def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext) -> NormalizedToolResult:
+    def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext
+                  ) -> NormalizedToolResult:
         return NormalizedToolResult(
             content=result,
             execution_time_ms=ctx.execution_time_ms,

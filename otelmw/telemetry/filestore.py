@@ -10,6 +10,7 @@ and only the newest ``OTELMW_DATA_MAX_FILES`` (20) per signal are kept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -75,7 +76,7 @@ def _ids_to_hex(node: Any, b64: bool) -> Any:
 
 
 def to_otlp_json(message: Message) -> str:
-    d = json_format.MessageToDict(message)
+    d = json_format.MessageToDict(message, use_integers_for_enums=True)  # OTLP/JSON: enums as ints
     return json.dumps(_ids_to_hex(d, True), separators=(",", ":"))
 
 
@@ -84,6 +85,14 @@ def from_otlp_json(signal: str, line: str) -> Message:
     msg = REQUEST_TYPES[signal]()
     json_format.ParseDict(d, msg, ignore_unknown_fields=True)
     return msg
+
+
+def _file_order(path: Path) -> tuple[float, str]:
+    """Oldest first: modification time, then name (the counter is zero-padded)."""
+    try:
+        return (path.stat().st_mtime, path.name)
+    except OSError:  # removed meanwhile by another writer's pruning
+        return (0.0, path.name)
 
 
 class RotatingLines:
@@ -103,18 +112,19 @@ class RotatingLines:
         self.dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         self._n += 1
-        path = self.dir / f"{self.signal}-{stamp}-{os.getpid()}-{self._n}.jsonl"
+        # zero-padded counter: names sort in write order when mtimes tie (coarse clock)
+        path = self.dir / f"{self.signal}-{stamp}-{os.getpid()}-{self._n:06d}.jsonl"
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - long-lived handle
         self._size = 0
-        self._prune()
+        self._prune(path)
 
-    def _prune(self) -> None:
-        files = sorted(self.dir.glob(f"{self.signal}-*.jsonl"), key=lambda p: p.stat().st_mtime)
-        for old in files[: max(0, len(files) - self.max_files)]:
-            try:
+    def _prune(self, current: Path) -> None:
+        # The file just opened counts as the newest and is never pruned (mtime ties).
+        files = sorted((p for p in self.dir.glob(f"{self.signal}-*.jsonl") if p != current),
+                       key=_file_order)
+        for old in files[: max(0, len(files) + 1 - self.max_files)]:
+            with contextlib.suppress(OSError):
                 old.unlink()
-            except OSError:
-                pass
 
     def write(self, line: str) -> None:
         with self._lock:
@@ -124,7 +134,7 @@ class RotatingLines:
                 self._open()
             self._fh.write(line + "\n")
             self._fh.flush()
-            self._size += len(line) + 1
+            self._size += len(line.encode("utf-8")) + 1
 
     def close(self) -> None:
         with self._lock:
@@ -192,13 +202,18 @@ class FileMetricExporter(MetricExporter):
 def read_requests(signal: str, directory: Path | None = None) -> Iterator[dict[str, Any]]:
     """Yield every stored export request (as OTLP-JSON dicts), oldest file first."""
     d = directory if directory is not None else data_dir()
-    files = sorted(d.glob(f"{signal}-*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
-    for path in files:
-        with open(path, encoding="utf-8") as fh:
+    for path in sorted(d.glob(f"{signal}-*.jsonl"), key=_file_order):
+        try:
+            fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+        except OSError:  # pruned meanwhile by a running writer
+            continue
+        with fh:
             for line in fh:
                 line = line.strip()
                 if line:
                     try:
-                        yield json.loads(line)
+                        request = json.loads(line)
                     except ValueError:
                         continue  # a torn last line from a crashed writer
+                    if isinstance(request, dict):
+                        yield request

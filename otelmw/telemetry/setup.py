@@ -16,6 +16,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,37 +135,37 @@ class Telemetry:
     disabled: bool = False
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
-        ok = True
-        for p in self.owned:
-            ok = _bounded(lambda p=p: p.force_flush(int(timeout_s * 1000)), timeout_s) and ok
-        return ok
+        ms = int(timeout_s * 1000)
+        return _bounded([lambda p=p: p.force_flush(ms) for p in self.owned], timeout_s)
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
         """Flush and stop otelmw's providers; returns False if the deadline hit."""
         t = timeout_s if timeout_s is not None else float(
             os.environ.get("OTELMW_SHUTDOWN_TIMEOUT", "5"))
-        ok = True
-        for p in self.owned:
-            ok = _bounded(p.shutdown, t) and ok
-        self.owned = []
-        return ok
+        owned, self.owned = self.owned, []
+        # One deadline for all providers (they shut down in parallel), not one each.
+        return _bounded([p.shutdown for p in owned], t)
 
 
-def _bounded(fn: Callable[[], Any], timeout_s: float) -> bool:
-    """Run ``fn`` on a daemon thread and wait at most ``timeout_s`` (a dead
-    collector must not hang interpreter exit)."""
-    done = threading.Event()
+def _bounded(fns: list[Callable[[], Any]], timeout_s: float) -> bool:
+    """Run each of ``fns`` on its own daemon thread and wait at most ``timeout_s``
+    in total (a dead collector must not hang interpreter exit)."""
+    events = []
+    for fn in fns:
+        done = threading.Event()
 
-    def run() -> None:
-        try:
-            fn()
-        except Exception:
-            logger.debug("otelmw: telemetry shutdown step failed", exc_info=True)
-        finally:
-            done.set()
+        def run(fn: Callable[[], Any] = fn, done: threading.Event = done) -> None:
+            try:
+                fn()
+            except Exception:
+                logger.debug("otelmw: telemetry shutdown step failed", exc_info=True)
+            finally:
+                done.set()
 
-    threading.Thread(target=run, name="otelmw-shutdown", daemon=True).start()
-    if not done.wait(timeout_s):
+        threading.Thread(target=run, name="otelmw-shutdown", daemon=True).start()
+        events.append(done)
+    deadline = time.monotonic() + timeout_s
+    if not all(e.wait(max(0.0, deadline - time.monotonic())) for e in events):
         logger.warning("otelmw: telemetry flush/shutdown exceeded %.1fs; abandoned", timeout_s)
         return False
     return True
@@ -197,7 +198,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         owned: list[Any] = []
         tp = trace.get_tracer_provider()
         if not isinstance(tp, TracerProvider):
-            tp = TracerProvider(resource=resource)
+            tp = TracerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["traces"]:
                 tp.add_span_processor(BatchSpanProcessor(_exporter("traces", name)))
             trace.set_tracer_provider(tp)
@@ -207,12 +208,13 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             readers = [_prometheus_reader() if n == "prometheus" else
                        PeriodicExportingMetricReader(_exporter("metrics", n))
                        for n in choices["metrics"]]
-            mp = MeterProvider(resource=resource, metric_readers=readers)
+            mp = MeterProvider(resource=resource, metric_readers=readers,
+                               shutdown_on_exit=False)
             metrics.set_meter_provider(mp)
             owned.append(mp)
         lp = _logs.get_logger_provider()
         if not isinstance(lp, LoggerProvider):
-            lp = LoggerProvider(resource=resource)
+            lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["logs"]:
                 lp.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs", name)))
             _logs.set_logger_provider(lp)

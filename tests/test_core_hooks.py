@@ -1,0 +1,432 @@
+"""Observer hooks: order, fail-open, block / transform, middleware_trace, sync vs async."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import inspect
+import warnings
+from typing import Any
+
+import pytest
+
+from otelmw import Pipeline
+
+MODES = ["sync", "async"]
+PLUGIN = "plug"
+LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
+TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
+ALL_HOOKS = LLM_HOOKS + TOOL_HOOKS
+
+
+def named(fn: Any, name: str) -> Any:
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def run_llm(p: Pipeline, mode: str, request: Any, execute: Any) -> Any:
+    kw = {"provider": "prov", "model": "m", "api_mode": "chat"}
+    if mode == "sync":
+        return p.run_llm(request, execute, **kw)
+    return asyncio.run(p.arun_llm(request, execute, **kw))
+
+
+def run_tool(p: Pipeline, mode: str, args: Any, execute: Any, **kw: Any) -> Any:
+    if mode == "sync":
+        return p.run_tool("tool_x", args, execute, tool_call_id="c1", **kw)
+    return asyncio.run(p.arun_tool("tool_x", args, execute, tool_call_id="c1", **kw))
+
+
+def hook(mode: str, name: str, fn: Any) -> Any:
+    """A hook running ``fn(**kw)``: plain on the sync path, ``async def`` on the async path."""
+    if mode == "sync":
+
+        def cb(**kw: Any) -> Any:
+            return fn(**kw)
+
+    else:
+
+        async def cb(**kw: Any) -> Any:
+            await asyncio.sleep(0)
+            return fn(**kw)
+
+    return named(cb, name)
+
+
+def rec_req(log: list[str], stage: str, key: str, mode: str) -> Any:
+    def body(**kw: Any) -> Any:
+        log.append(stage)
+        return {key: dict(kw[key]), "source": "s", "reason": "r"}
+
+    return hook(mode, stage, body)
+
+
+def rec_exec(log: list[str], stage: str, key: str, mode: str) -> Any:
+    if mode == "sync":
+
+        def cb(**kw: Any) -> Any:
+            log.append(f"{stage}>")
+            try:
+                return kw["next_call"](kw[key])
+            finally:
+                log.append(f"<{stage}")
+
+    else:
+
+        async def cb(**kw: Any) -> Any:
+            log.append(f"{stage}>")
+            try:
+                return await kw["next_call"](kw[key])
+            finally:
+                log.append(f"<{stage}")
+
+    return named(cb, stage)
+
+
+def recording_base(log: list[str], error: BaseException | None = None,
+                   result: Any = "base-result") -> Any:
+    def base(payload: Any) -> Any:
+        log.append("base")
+        if error is not None:
+            raise error
+        return result
+
+    return base
+
+
+# ------------------------------------------------------------------------- order
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_llm_hooks_fire_in_documented_order_on_success(mode: str) -> None:
+    p = Pipeline()
+    log: list[str] = []
+    p.registry.add_middleware("llm_request", rec_req(log, "llm_request", "request", mode),
+                              plugin=PLUGIN)
+    p.registry.add_middleware("llm_execution", rec_exec(log, "llm_execution", "request", mode),
+                              plugin=PLUGIN)
+    for h in LLM_HOOKS:
+        p.registry.add_hook(h, hook(mode, h, lambda h=h, **kw: log.append(h)), plugin=PLUGIN)
+    assert run_llm(p, mode, {"model": "m"}, recording_base(log)) == "base-result"
+    assert log == ["llm_request", "pre_api_request", "llm_execution>", "base",
+                   "<llm_execution", "post_api_request"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_llm_hooks_fire_in_documented_order_on_error(mode: str) -> None:
+    p = Pipeline()
+    log: list[str] = []
+    error = RuntimeError("provider failed")
+    p.registry.add_middleware("llm_request", rec_req(log, "llm_request", "request", mode),
+                              plugin=PLUGIN)
+    p.registry.add_middleware("llm_execution", rec_exec(log, "llm_execution", "request", mode),
+                              plugin=PLUGIN)
+    errors: list[BaseException] = []
+
+    def on_error(**kw: Any) -> None:
+        log.append("api_request_error")
+        errors.append(kw["error"])
+
+    p.registry.add_hook("pre_api_request", hook(mode, "pre", lambda **kw: log.append(
+        "pre_api_request")), plugin=PLUGIN)
+    p.registry.add_hook("post_api_request", hook(mode, "post", lambda **kw: log.append(
+        "post_api_request")), plugin=PLUGIN)
+    p.registry.add_hook("api_request_error", hook(mode, "err", on_error), plugin=PLUGIN)
+    with pytest.raises(RuntimeError) as info:
+        run_llm(p, mode, {"model": "m"}, recording_base(log, error=error))
+    assert info.value is error
+    assert errors == [error] and errors[0] is error
+    assert log == ["llm_request", "pre_api_request", "llm_execution>", "base",
+                   "<llm_execution", "api_request_error"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tool_hooks_fire_in_documented_order(mode: str) -> None:
+    p = Pipeline()
+    log: list[str] = []
+    p.registry.add_middleware("tool_request", rec_req(log, "tool_request", "args", mode),
+                              plugin=PLUGIN)
+    p.registry.add_middleware("tool_execution", rec_exec(log, "tool_execution", "args", mode),
+                              plugin=PLUGIN)
+    for h in TOOL_HOOKS:
+        p.registry.add_hook(h, hook(mode, h, lambda h=h, **kw: log.append(h)), plugin=PLUGIN)
+    assert run_tool(p, mode, {"a": 1}, recording_base(log)) == "base-result"
+    assert log == ["tool_request", "pre_tool_call", "tool_execution>", "base",
+                   "<tool_execution", "post_tool_call", "transform_tool_result"]
+
+
+# ------------------------------------------------------------------------ fail-open
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_raising_hooks_never_break_the_call(mode: str) -> None:
+    p = Pipeline()
+    after: list[str] = []
+
+    def boom(**kw: Any) -> Any:
+        raise RuntimeError("hook exploded")
+
+    for h in ALL_HOOKS:
+        p.registry.add_hook(h, hook(mode, f"boom_{h}", boom), plugin=PLUGIN)
+        p.registry.add_hook(h, hook(mode, f"after_{h}", lambda h=h, **kw: after.append(h)),
+                            plugin=PLUGIN)
+    assert run_llm(p, mode, {"model": "m"}, lambda r: "llm-ok") == "llm-ok"
+    error = ValueError("llm failed")
+    with pytest.raises(ValueError) as info:
+        run_llm(p, mode, {"model": "m"}, recording_base([], error=error))
+    assert info.value is error
+    assert run_tool(p, mode, {"a": 1}, lambda a: "tool-ok") == "tool-ok"
+
+    assert after == ["pre_api_request", "post_api_request", "pre_api_request",
+                     "api_request_error", "pre_tool_call", "post_tool_call",
+                     "transform_tool_result"]
+    for h in ALL_HOOKS:
+        expected = 2 if h == "pre_api_request" else 1
+        assert p.failures.counts[("hook", h, f"{PLUGIN}.boom_{h}")] == expected
+    assert p.failures.total() == 7
+
+
+# ------------------------------------------------------------- block and transform
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pre_tool_call_block_directive_stops_the_tool(mode: str) -> None:
+    p = Pipeline()
+    calls: list[Any] = []
+    wrapped: list[str] = []
+    post: list[Any] = []
+    p.registry.add_hook("pre_tool_call", hook(mode, "allow", lambda **kw: None), plugin=PLUGIN)
+    p.registry.add_hook(
+        "pre_tool_call",
+        hook(mode, "blocker", lambda **kw: {"action": "block", "message": "not allowed: rm"}),
+        plugin=PLUGIN)
+    p.registry.add_middleware("tool_execution", rec_exec(wrapped, "exec", "args", mode),
+                              plugin=PLUGIN)
+    p.registry.add_hook("post_tool_call", hook(mode, "post", lambda **kw: post.append(
+        kw["status"])), plugin=PLUGIN)
+    result = run_tool(p, mode, {"cmd": "rm -rf /"}, lambda a: calls.append(a))
+    assert result == "not allowed: rm"
+    assert calls == []
+    assert wrapped == []
+    assert post == ["blocked"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transform_tool_result_string_replaces_result(mode: str) -> None:
+    p = Pipeline()
+    seen: list[Any] = []
+
+    def not_a_string(**kw: Any) -> Any:
+        seen.append(kw["result"])
+        return {"ignored": True}
+
+    p.registry.add_hook("transform_tool_result", hook(mode, "dict", not_a_string),
+                        plugin=PLUGIN)
+    p.registry.add_hook("transform_tool_result",
+                        hook(mode, "redact", lambda **kw: f"[redacted {len(kw['result'])}]"),
+                        plugin=PLUGIN)
+    p.registry.add_hook("transform_tool_result", hook(mode, "late", lambda **kw: "too late"),
+                        plugin=PLUGIN)
+    assert run_tool(p, mode, {"a": 1}, lambda a: "secret") == "[redacted 6]"
+    assert seen == ["secret"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transform_tool_result_returning_none_keeps_result(mode: str) -> None:
+    p = Pipeline()
+    p.registry.add_hook("transform_tool_result", hook(mode, "none", lambda **kw: None),
+                        plugin=PLUGIN)
+    assert run_tool(p, mode, {"a": 1}, lambda a: "original") == "original"
+
+
+# ----------------------------------------------------------------- middleware_trace
+
+TRACE_ENTRY = {"kind": "", "middleware": "", "plugin": PLUGIN, "source": "src",
+               "reason": "because"}
+
+
+def _traced_rewrite(key: str, mode: str) -> Any:
+    return hook(mode, "rewriter",
+                lambda **kw: {key: dict(kw[key]), "source": "src", "reason": "because"})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None:
+    p = Pipeline()
+    got: dict[str, list[Any]] = {}
+
+    def grab(label: str) -> Any:
+        return lambda **kw: got.setdefault(label, []).append(
+            [dict(e) for e in kw["middleware_trace"]])
+
+    p.registry.add_middleware("llm_request", _traced_rewrite("request", mode), plugin=PLUGIN)
+    if mode == "sync":
+
+        def exec_cb(**kw: Any) -> Any:
+            grab("llm_execution")(**kw)
+            return kw["next_call"](kw["request"])
+
+    else:
+
+        async def exec_cb(**kw: Any) -> Any:
+            grab("llm_execution")(**kw)
+            return await kw["next_call"](kw["request"])
+
+    p.registry.add_middleware("llm_execution", exec_cb, plugin=PLUGIN)
+    for h in LLM_HOOKS:
+        p.registry.add_hook(h, hook(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    run_llm(p, mode, {"model": "m"}, lambda r: "ok")
+    with pytest.raises(KeyError):
+        run_llm(p, mode, {"model": "m"}, recording_base([], error=KeyError("x")))
+
+    expected = [{**TRACE_ENTRY, "kind": "llm_request", "middleware": f"{PLUGIN}.rewriter"}]
+    assert got == {
+        "llm_execution": [expected, expected],
+        "pre_api_request": [expected, expected],
+        "post_api_request": [expected],
+        "api_request_error": [expected],
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_middleware_trace_reaches_tool_hooks(mode: str) -> None:
+    p = Pipeline()
+    got: dict[str, list[Any]] = {}
+
+    def grab(label: str) -> Any:
+        return lambda **kw: got.setdefault(label, []).append(
+            [dict(e) for e in kw["middleware_trace"]])
+
+    p.registry.add_middleware("tool_request", _traced_rewrite("args", mode), plugin=PLUGIN)
+    for h in TOOL_HOOKS:
+        p.registry.add_hook(h, hook(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    run_tool(p, mode, {"a": 1}, lambda a: "ok")
+    expected = [{**TRACE_ENTRY, "kind": "tool_request", "middleware": f"{PLUGIN}.rewriter"}]
+    assert got == {h: [expected] for h in TOOL_HOOKS}
+
+
+# ----------------------------------------------------- sync vs async hook callbacks
+
+
+def _trigger(p: Pipeline, mode: str, hook_name: str) -> None:
+    """Make one call that fires ``hook_name``."""
+    if hook_name == "api_request_error":
+        with pytest.raises(LookupError):
+            run_llm(p, mode, {"model": "m"}, recording_base([], error=LookupError("x")))
+    elif hook_name in LLM_HOOKS:
+        assert run_llm(p, mode, {"model": "m"}, lambda r: "ok") == "ok"
+    else:
+        assert run_tool(p, mode, {"a": 1}, lambda a: "ok") == "ok"
+
+
+@pytest.mark.parametrize("hook_name", ALL_HOOKS)
+def test_sync_hook_returning_coroutine_in_sync_call_is_counted_and_closed(
+    hook_name: str,
+) -> None:
+    p = Pipeline()
+    made: list[Any] = []
+
+    async def would_block(**kw: Any) -> Any:
+        return {"action": "block", "message": "never"} if hook_name == "pre_tool_call" else "x"
+
+    def sync_hook(**kw: Any) -> Any:
+        coro = would_block(**kw)
+        made.append(coro)
+        return coro
+
+    p.registry.add_hook(hook_name, named(sync_hook, "coro_hook"), plugin=PLUGIN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trigger(p, "sync", hook_name)
+        gc.collect()
+    assert len(made) == 1
+    assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
+    assert p.failures.counts[("hook", hook_name, f"{PLUGIN}.coro_hook")] == 1
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("hook_name", ALL_HOOKS)
+def test_async_def_hook_in_sync_call_is_counted_and_closed(hook_name: str) -> None:
+    p = Pipeline()
+
+    async def async_hook(**kw: Any) -> None:
+        return None
+
+    p.registry.add_hook(hook_name, async_hook, plugin=PLUGIN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trigger(p, "sync", hook_name)
+        gc.collect()
+    assert p.failures.counts[("hook", hook_name, f"{PLUGIN}.async_hook")] == 1
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("hook_name", ALL_HOOKS)
+def test_async_hooks_are_awaited_in_async_calls(hook_name: str) -> None:
+    p = Pipeline()
+    done: list[str] = []
+
+    async def async_hook(**kw: Any) -> None:
+        await asyncio.sleep(0)
+        done.append(hook_name)
+
+    p.registry.add_hook(hook_name, async_hook, plugin=PLUGIN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trigger(p, "async", hook_name)
+        gc.collect()
+    assert done == [hook_name]
+    assert p.failures.total() == 0
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+def test_async_block_and_transform_hooks_take_effect_in_async_calls() -> None:
+    p = Pipeline()
+
+    async def transform(**kw: Any) -> str:
+        await asyncio.sleep(0)
+        return f"T({kw['result']})"
+
+    p.registry.add_hook("transform_tool_result", transform, plugin=PLUGIN)
+    assert run_tool(p, "async", {"a": 1}, lambda a: "raw") == "T(raw)"
+
+    async def block(**kw: Any) -> Any:
+        await asyncio.sleep(0)
+        return {"action": "block", "message": "async says no"}
+
+    p.registry.add_hook("pre_tool_call", block, plugin=PLUGIN)
+    calls: list[Any] = []
+    assert run_tool(p, "async", {"a": 1}, lambda a: calls.append(a)) == "T(async says no)"
+    assert calls == []
+
+
+def test_async_post_tool_call_hook_is_awaited_for_malformed_arguments_async() -> None:
+    """Malformed JSON arguments still fire post_tool_call; in an async call an
+    ``async def`` hook must be awaited, not closed and counted as a failure."""
+    p = Pipeline()
+    done: list[Any] = []
+
+    async def post(**kw: Any) -> None:
+        await asyncio.sleep(0)
+        done.append(kw["status"])
+
+    p.registry.add_hook("post_tool_call", post, plugin=PLUGIN)
+    calls: list[Any] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_tool(p, "async", "{not json", lambda a: calls.append(a))
+        gc.collect()
+    assert calls == []
+    assert isinstance(result, str) and result.startswith("Tool Error: ")
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    assert p.failures.total() == 0
+    assert done == ["error"]
+
+
+def test_sync_post_tool_call_hook_fires_for_malformed_arguments_sync() -> None:
+    p = Pipeline()
+    done: list[Any] = []
+    p.registry.add_hook("post_tool_call", lambda **kw: done.append(kw["status"]), plugin=PLUGIN)
+    result = run_tool(p, "sync", "{not json", lambda a: pytest.fail("tool must not run"))
+    assert isinstance(result, str) and result.startswith("Tool Error: ")
+    assert done == ["error"]
