@@ -18,6 +18,7 @@ from importlib import metadata
 from typing import Any
 
 import wrapt
+from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
 logger = logging.getLogger("otelmw")
 
@@ -67,8 +68,12 @@ def instrument_all() -> list[str]:
             continue
         try:
             instrumentor = ep.load()()
+            conflict = get_dependency_conflicts(instrumentor.instrumentation_dependencies())
+            if conflict is not None:
+                logger.info("otelmw: %s skipped: %s", ep.name, conflict)
+                continue
             if not instrumentor.is_instrumented_by_opentelemetry:
-                instrumentor.instrument()
+                instrumentor.instrument(skip_dep_check=True)
             done.append(ep.name)
         except Exception as exc:
             logger.warning("otelmw: instrumentor %s skipped: %s", ep.name, exc)

@@ -73,11 +73,30 @@ def _flatten_metadata(meta: Any) -> dict[str, Any]:
 class _Op:
     """Per-call state (kept on ``CallInfo.observer_state``)."""
 
-    __slots__ = ("attrs", "span", "start", "token")
+    __slots__ = ("attrs", "facts", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
                  attrs: dict[str, Any]) -> None:
         self.span, self.token, self.start, self.attrs = span, token, start, attrs
+        self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
+
+
+class _EnrichStream:
+    """Feeds a nested layer's stream chunks into the outer call's facts."""
+
+    __slots__ = ("facts",)
+
+    def __init__(self, facts: ResponseFacts) -> None:
+        self.facts = facts
+
+    def chunk(self, chunk: Any) -> None:
+        try:
+            self.facts.absorb_chunk(chunk)
+        except Exception:
+            pass
+
+    def end(self, ended_by: str, error: BaseException | None = None) -> None:
+        pass
 
 
 class _ChatStream:
@@ -156,6 +175,12 @@ class TelemetryObserver:
         name = f"chat {call.model}" if call.model else "chat"
         span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         metric_attrs = dict(attrs)
+        # server.address/port are metric attributes too (GenAI conventions),
+        # whether or not the span is sampled.
+        if call.server_address:
+            metric_attrs[a.SERVER_ADDRESS] = call.server_address
+            if call.server_port:
+                metric_attrs[a.SERVER_PORT] = call.server_port
         if span.is_recording():
             extra = self._ids(call)
             if call.api_request_id:
@@ -164,7 +189,6 @@ class TelemetryObserver:
                 extra[a.OTELMW_API_MODE] = call.api_mode
             if call.server_address:
                 extra[a.SERVER_ADDRESS] = call.server_address
-                metric_attrs[a.SERVER_ADDRESS] = call.server_address
             if call.server_port:
                 extra[a.SERVER_PORT] = call.server_port
             if isinstance(request, dict):
@@ -234,8 +258,40 @@ class TelemetryObserver:
             self._internal_failure("call_finished", exc)
         return result
 
+    def call_enriched(self, call: CallInfo, result: Any, server_address: str | None,
+                      server_port: int | None) -> Any:
+        """The SDK layer under a host-level ``chat`` span: no second span or metric
+        point; the outer span gets the server and the raw response's facts."""
+        op = call.observer_state
+        if not isinstance(op, _Op):
+            return result
+        try:
+            if server_address and call.server_address is None:
+                call.server_address, call.server_port = server_address, server_port
+                op.span.set_attribute(a.SERVER_ADDRESS, server_address)
+                if server_port:
+                    op.span.set_attribute(a.SERVER_PORT, server_port)
+                op.attrs[a.SERVER_ADDRESS] = server_address
+            if op.facts is None:
+                op.facts = ResponseFacts()
+            if is_stream(result):
+                return wrap_stream(result, _EnrichStream(op.facts))
+            op.facts.absorb(result)
+        except Exception as exc:
+            self._internal_failure("call_enriched", exc)
+        return result
+
     def _end_chat(self, call: CallInfo, op: _Op, facts: ResponseFacts,
                   error: BaseException | None, ended_by: str | None) -> None:
+        if op.facts is not None:  # what the SDK layer saw beats the host's summary
+            inner = op.facts
+            facts.response_id = inner.response_id or facts.response_id
+            facts.model = inner.model or facts.model
+            facts.finish_reasons = inner.finish_reasons or facts.finish_reasons
+            if inner.input_tokens is not None:
+                facts.input_tokens = inner.input_tokens
+            if inner.output_tokens is not None:
+                facts.output_tokens = inner.output_tokens
         span = op.span
         duration = time.perf_counter() - op.start
         mattrs = op.attrs

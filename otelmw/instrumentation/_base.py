@@ -1,0 +1,138 @@
+"""What every otelmw instrumentor shares: targets wrapped with wrapt, restored on
+``uninstrument()``, and the telemetry observer ensured on the default pipeline."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Collection
+from typing import Any
+from urllib.parse import urlsplit
+
+import wrapt
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+from ..pipeline import current_llm_call, get_pipeline
+
+logger = logging.getLogger("otelmw")
+
+Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def ensure_observer() -> None:
+    """Install the telemetry observer on the default pipeline if none is there
+    (under ``opentelemetry-instrument`` the distro has set the global providers)."""
+    pipe = get_pipeline()
+    if pipe.observer is not None:
+        return
+    from ..telemetry.content import ContentPolicy
+    from ..telemetry.observer import TelemetryObserver
+
+    try:
+        content = ContentPolicy.from_env()
+    except ValueError as exc:
+        logger.warning("otelmw: %s; content capture stays off", exc)
+        content = ContentPolicy()
+    pipe.observer = TelemetryObserver(content=content, failures=pipe.failures)
+
+
+def server_of(base_url: Any) -> tuple[str | None, int | None]:
+    """(host, port) of a client's base URL (httpx.URL or str)."""
+    if base_url is None:
+        return None, None
+    host = getattr(base_url, "host", None)
+    port = getattr(base_url, "port", None)
+    if host is None:
+        try:
+            parts = urlsplit(str(base_url))
+        except ValueError:
+            return None, None
+        host, port = parts.hostname, parts.port
+    if port is None:
+        scheme = str(getattr(base_url, "scheme", "") or str(base_url).split(":", 1)[0])
+        port = 443 if scheme == "https" else 80 if scheme == "http" else None
+    return (str(host) if host else None), (int(port) if port else None)
+
+
+def sdk_llm_wrapper(provider: str, api_mode: str, *, is_async: bool) -> Wrapper:
+    """Wrapper for an SDK ``create`` method: pipeline + ``chat`` span, or — when a
+    host-level ``chat`` call is already in flight — enrichment of that span only."""
+
+    def _server(instance: Any) -> tuple[str | None, int | None]:
+        client = getattr(instance, "_client", None)
+        return server_of(getattr(client, "base_url", None))
+
+    def traced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+        pipe = get_pipeline()
+        address, port = _server(instance)
+        outer = current_llm_call()
+        if outer is not None:
+            result = wrapped(*args, **kwargs)
+            obs = pipe.observer
+            return obs.call_enriched(outer, result, address, port) if obs is not None else result
+        return pipe.run_llm(kwargs, lambda request: wrapped(*args, **request), provider=provider,
+                            api_mode=api_mode, server_address=address, server_port=port)
+
+    async def atraced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                             kwargs: dict[str, Any]) -> Any:
+        pipe = get_pipeline()
+        address, port = _server(instance)
+        outer = current_llm_call()
+        if outer is not None:
+            result = await wrapped(*args, **kwargs)
+            obs = pipe.observer
+            return obs.call_enriched(outer, result, address, port) if obs is not None else result
+        return await pipe.arun_llm(kwargs, lambda request: wrapped(*args, **request),
+                                   provider=provider, api_mode=api_mode,
+                                   server_address=address, server_port=port)
+
+    return atraced_create if is_async else traced_create
+
+
+class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Subclasses list ``targets``: (module, "Class.method", wrapper)."""
+
+    dependencies: tuple[str, ...] = ()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self.dependencies
+
+    def targets(self) -> list[tuple[str, str, Wrapper]]:
+        raise NotImplementedError
+
+    def _instrument(self, **kwargs: Any) -> None:
+        ensure_observer()
+        self._wrapped: list[tuple[str, str]] = []
+        for module, name, wrapper in self.targets():
+            try:
+                wrapt.wrap_function_wrapper(module, name, wrapper)
+                self._wrapped.append((module, name))
+            except (ImportError, AttributeError) as exc:
+                logger.info("otelmw: %s: %s.%s not instrumented (%s)",
+                            type(self).__name__, module, name, exc)
+        self._after_instrument(**kwargs)
+
+    def _after_instrument(self, **kwargs: Any) -> None:
+        pass
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for module, name in reversed(getattr(self, "_wrapped", [])):
+            unwrap_path(module, name)
+        self._wrapped = []
+        self._after_uninstrument(**kwargs)
+
+    def _after_uninstrument(self, **kwargs: Any) -> None:
+        pass
+
+
+def unwrap_path(module: str, name: str) -> None:
+    parent: Any = importlib.import_module(module)
+    *path, attr = name.split(".")
+    for part in path:
+        parent = getattr(parent, part)
+    current = parent.__dict__.get(attr) if hasattr(parent, "__dict__") else None
+    if current is None:
+        current = getattr(parent, attr, None)
+    if isinstance(current, wrapt.ObjectProxy):
+        setattr(parent, attr, current.__wrapped__)

@@ -1,0 +1,27 @@
+"""OpenAI SDK: chat completions (sync, async, streaming) and the Responses API."""
+
+from __future__ import annotations
+
+from ._base import OtelmwInstrumentor, Wrapper, sdk_llm_wrapper
+
+_CHAT = "openai.resources.chat.completions.completions"
+_RESPONSES = "openai.resources.responses.responses"
+
+
+class OpenAIInstrumentor(OtelmwInstrumentor):
+    """``otelmw_openai``: ``chat {model}`` spans and the otelmw pipeline around
+    ``chat.completions.create`` and ``responses.create``."""
+
+    dependencies = ("openai >= 1.40, < 3",)
+
+    def targets(self) -> list[tuple[str, str, Wrapper]]:
+        return [
+            (_CHAT, "Completions.create",
+             sdk_llm_wrapper("openai", "chat_completions", is_async=False)),
+            (_CHAT, "AsyncCompletions.create",
+             sdk_llm_wrapper("openai", "chat_completions", is_async=True)),
+            (_RESPONSES, "Responses.create",
+             sdk_llm_wrapper("openai", "responses", is_async=False)),
+            (_RESPONSES, "AsyncResponses.create",
+             sdk_llm_wrapper("openai", "responses", is_async=True)),
+        ]
