@@ -92,3 +92,27 @@ def initialize() -> None:
     instrument_all()
     for module, name, kind in parse_wrap_spec(os.environ.get("OTELMW_WRAP", "")):
         _wrap_when_imported(module, name, kind)
+
+
+def _configurator_base() -> type:
+    from opentelemetry.sdk._configuration import _BaseConfigurator
+
+    return _BaseConfigurator
+
+
+class OtelmwConfigurator(_configurator_base()):  # type: ignore[misc]
+    """``opentelemetry-instrument`` configurator (entry point ``otelmw`` in the
+    ``opentelemetry_configurator`` group; select it with
+    ``OTEL_PYTHON_CONFIGURATOR=otelmw`` when another distro is installed):
+    configures the SDK like ``otelmw run`` and loads enabled plugins. The
+    ``otelmw_*`` instrumentors are then installed by ``opentelemetry-instrument``."""
+
+    def _configure(self, **kwargs: Any) -> None:
+        from .plugins import load_plugins
+        from .telemetry.setup import configure
+
+        configure()
+        try:
+            load_plugins()
+        except ValueError as exc:
+            logger.warning("otelmw: plugins not loaded: %s", exc)

@@ -22,6 +22,9 @@ from typing import Any
 
 import wrapt
 
+# wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
+_PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
+
 from .pipeline import Pipeline, get_pipeline
 
 Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -221,5 +224,5 @@ def unwrap(module: str, name: str) -> None:
         parent = getattr(parent, part)
     current = inspect.getattr_static(parent, attr)
     original = getattr(current, "__wrapped__", None)
-    if isinstance(current, wrapt.ObjectProxy) and original is not None:
+    if isinstance(current, _PROXY_BASE) and original is not None:
         setattr(parent, attr, original)

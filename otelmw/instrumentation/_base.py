@@ -10,6 +10,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import wrapt
+
+# wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
+_PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..pipeline import current_llm_call, get_pipeline
@@ -134,5 +137,5 @@ def unwrap_path(module: str, name: str) -> None:
     current = parent.__dict__.get(attr) if hasattr(parent, "__dict__") else None
     if current is None:
         current = getattr(parent, attr, None)
-    if isinstance(current, wrapt.ObjectProxy):
+    if isinstance(current, _PROXY_BASE):
         setattr(parent, attr, current.__wrapped__)

@@ -1,0 +1,325 @@
+"""OpenAI and Anthropic SDK instrumentors against a real scripted HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _support.otlp_receiver import OtlpReceiver
+from _support.scripted_llm import ScriptedLLMServer
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+openai = pytest.importorskip("openai") if not os.environ.get("CI") else __import__("openai")
+anthropic = pytest.importorskip("anthropic") if not os.environ.get("CI") else __import__(
+    "anthropic")
+
+from otelmw import get_pipeline  # noqa: E402
+from otelmw.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
+from otelmw.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
+from otelmw.telemetry.content import ContentPolicy  # noqa: E402
+from otelmw.telemetry.observer import TelemetryObserver  # noqa: E402
+
+MSGS = [{"role": "user", "content": "hello"}]
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        tp = TracerProvider()
+        tp.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.observer = TelemetryObserver(tp, MeterProvider(metric_readers=[self.reader]),
+                                          LoggerProvider(), content=ContentPolicy(),
+                                          failures=get_pipeline().failures)
+
+    def chat_spans(self) -> list[Any]:
+        return [s for s in self.spans.get_finished_spans() if s.name.startswith("chat")]
+
+    def metric_points(self, name: str) -> list[Any]:
+        out = []
+        for rm in self.reader.get_metrics_data().resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == name:
+                        out.extend(m.data.data_points)
+        return out
+
+
+@pytest.fixture()
+def tel() -> Iterator[Telemetry]:
+    pipe = get_pipeline()
+    saved = pipe.observer
+    t = Telemetry()
+    pipe.observer = t.observer
+    oi, ai = OpenAIInstrumentor(), AnthropicInstrumentor()
+    oi.instrument()
+    ai.instrument()
+    try:
+        yield t
+    finally:
+        oi.uninstrument()
+        ai.uninstrument()
+        t.observer.close()
+        pipe.observer = saved
+
+
+@pytest.fixture()
+def server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as srv:
+        yield srv
+
+
+def test_sync_chat_completion_span_has_semconv_attributes(tel: Telemetry,
+                                                          server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    resp = client.chat.completions.create(model="gpt-test", messages=MSGS, temperature=0.5)
+    (span,) = tel.chat_spans()
+    rec = server.requests[-1]
+    assert span.name == "chat gpt-test" and span.kind.name == "CLIENT"
+    a = span.attributes
+    assert a["gen_ai.provider.name"] == "openai"
+    assert a["gen_ai.request.model"] == "gpt-test"
+    assert a["gen_ai.request.temperature"] == 0.5
+    assert a["gen_ai.response.id"] == resp.id == rec.response_id
+    assert a["gen_ai.usage.input_tokens"] == resp.usage.prompt_tokens
+    assert a["gen_ai.usage.output_tokens"] == resp.usage.completion_tokens
+    assert list(a["gen_ai.response.finish_reasons"]) == ["stop"]
+    assert a["server.address"] == "127.0.0.1" and a["server.port"] == server.port
+    assert a["otelmw.api_mode"] == "chat_completions"
+    assert len(tel.metric_points("gen_ai.client.operation.duration")) == 1
+
+
+def test_streaming_usage_chunk_recorded_and_span_ends_on_exhaustion(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    stream = client.chat.completions.create(model="gpt-s", messages=MSGS, stream=True,
+                                            stream_options={"include_usage": True})
+    assert tel.chat_spans() == []  # not ended while the stream is open
+    chunks = list(stream)
+    (span,) = tel.chat_spans()
+    usage = [c.usage for c in chunks if c.usage is not None][-1]
+    assert span.attributes["otelmw.stream.ended_by"] == "exhausted"
+    assert span.attributes["gen_ai.usage.input_tokens"] == usage.prompt_tokens
+    assert span.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens
+    assert list(span.attributes["gen_ai.response.finish_reasons"]) == ["stop"]
+
+
+def test_streaming_with_block_and_early_break_ends_span_once(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    server.push_text("one two three four five six")
+    with client.chat.completions.create(model="gpt-b", messages=MSGS, stream=True) as stream:
+        for _ in stream:
+            break
+    (span,) = tel.chat_spans()
+    assert span.attributes["otelmw.stream.ended_by"] == "closed"
+    stream.close()  # closing again must not end it twice
+    assert len(tel.chat_spans()) == 1
+
+
+def test_async_and_async_streaming_chat(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    async def run() -> None:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        await client.chat.completions.create(model="gpt-a1", messages=MSGS)
+        stream = await client.chat.completions.create(
+            model="gpt-a2", messages=MSGS, stream=True, stream_options={"include_usage": True})
+        async for _ in stream:
+            pass
+
+    asyncio.run(run())
+    names = sorted(s.name for s in tel.chat_spans())
+    assert names == ["chat gpt-a1", "chat gpt-a2"]
+    streamed = next(s for s in tel.chat_spans() if s.name == "chat gpt-a2")
+    assert streamed.attributes["otelmw.stream.ended_by"] == "exhausted"
+    assert streamed.attributes["gen_ai.usage.output_tokens"] >= 1
+
+
+def test_responses_api_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    resp = client.responses.create(model="gpt-r", input="hi")
+    (span,) = tel.chat_spans()
+    assert span.attributes["otelmw.api_mode"] == "responses"
+    assert span.attributes["gen_ai.response.id"] == resp.id
+    assert span.attributes["gen_ai.usage.input_tokens"] == resp.usage.input_tokens
+
+
+def test_anthropic_messages_create_and_stream(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = anthropic.Anthropic(base_url=server.root_url, api_key="x", max_retries=0)
+    msg = client.messages.create(model="claude-t", max_tokens=20, messages=MSGS)
+    for _ in client.messages.create(model="claude-s", max_tokens=20, messages=MSGS,
+                                    stream=True):
+        pass
+    spans = {s.name: s for s in tel.chat_spans()}
+    sync, streamed = spans["chat claude-t"], spans["chat claude-s"]
+    assert sync.attributes["gen_ai.provider.name"] == "anthropic"
+    assert sync.attributes["gen_ai.response.id"] == msg.id
+    assert sync.attributes["gen_ai.usage.output_tokens"] == msg.usage.output_tokens
+    assert list(sync.attributes["gen_ai.response.finish_reasons"]) == [msg.stop_reason]
+    assert streamed.attributes["otelmw.stream.ended_by"] == "exhausted"
+    assert streamed.attributes["gen_ai.usage.input_tokens"] >= 1
+
+
+def test_anthropic_async_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    async def run() -> Any:
+        client = anthropic.AsyncAnthropic(base_url=server.root_url, api_key="x", max_retries=0)
+        return await client.messages.create(model="claude-a", max_tokens=20, messages=MSGS)
+
+    msg = asyncio.run(run())
+    (span,) = tel.chat_spans()
+    assert span.attributes["gen_ai.response.id"] == msg.id
+
+
+def test_provider_error_marks_span_error(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    server.push_error(500, "boom")
+    with pytest.raises(openai.InternalServerError) as info:
+        client.chat.completions.create(model="gpt-e", messages=MSGS)
+    (span,) = tel.chat_spans()
+    assert span.status.status_code.name == "ERROR"
+    t = type(info.value)
+    assert span.attributes["error.type"] == f"{t.__module__}.{t.__qualname__}"
+
+
+def test_otelmw_llm_request_middleware_applies_to_plain_sdk_calls(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    def pin_model(**kw: Any) -> Any:
+        request = dict(kw["request"])
+        request["model"] = "gpt-pinned"
+        return {"request": request, "source": "router", "reason": "pin"}
+
+    reg = get_pipeline().registry
+    reg.add_middleware("llm_request", pin_model, plugin="sdk-test")
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        client.chat.completions.create(model="gpt-asked", messages=MSGS)
+    finally:
+        reg.remove_plugin("sdk-test")
+    assert server.requests[-1].body["model"] == "gpt-pinned"
+    rewrite = next(s for s in tel.spans.get_finished_spans() if s.name.startswith("llm_request"))
+    assert rewrite.attributes["otelmw.middleware.outcome"] == "rewritten"
+    assert rewrite.attributes["otelmw.rewrite.source"] == "router"
+
+
+def test_nested_host_layer_gets_one_chat_span_enriched_by_sdk(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+
+    def host_adapter(request: dict[str, Any]) -> Any:  # a host calling the SDK inside
+        resp = client.chat.completions.create(**request)
+        return {"text": resp.choices[0].message.content}  # host's own summary shape
+
+    get_pipeline().run_llm({"model": "gpt-host", "messages": MSGS}, host_adapter,
+                           provider="hosty")
+    (span,) = tel.chat_spans()
+    assert span.attributes["gen_ai.provider.name"] == "hosty"
+    assert span.attributes["server.address"] == "127.0.0.1"  # from the SDK layer
+    assert span.attributes["gen_ai.response.id"] == server.requests[-1].response_id
+    assert span.attributes["gen_ai.usage.input_tokens"] >= 1
+    assert len(tel.metric_points("gen_ai.client.operation.duration")) == 1
+
+
+def test_uninstrument_restores_originals_and_emits_nothing(server: ScriptedLLMServer) -> None:
+    from openai.resources.chat.completions import completions as mod
+
+    original = mod.Completions.__dict__["create"]
+    t = Telemetry()
+    pipe = get_pipeline()
+    saved, pipe.observer = pipe.observer, t.observer
+    inst = OpenAIInstrumentor()
+    inst.instrument()
+    assert mod.Completions.__dict__["create"] is not original
+    inst.uninstrument()
+    try:
+        assert mod.Completions.__dict__["create"] is original
+        pipe.observer = None
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        client.chat.completions.create(model="gpt-u", messages=MSGS)
+        assert t.chat_spans() == []
+    finally:
+        pipe.observer = saved
+
+
+def test_missing_host_is_skipped_with_one_log_line(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from otelmw import autoinstrument
+    from otelmw.instrumentation._base import OtelmwInstrumentor
+
+    class Ghost(OtelmwInstrumentor):
+        dependencies = ("surely-not-installed-pkg >= 1",)
+
+        def targets(self) -> list[Any]:
+            raise AssertionError("must not be reached")
+
+    class EP:
+        name = "otelmw_ghost"
+
+        def load(self) -> Any:
+            return Ghost
+
+    monkeypatch.setattr(autoinstrument.metadata, "entry_points", lambda group: [EP()])
+    with caplog.at_level(logging.INFO, logger="otelmw"):
+        assert autoinstrument.instrument_all() == []
+    lines = [r for r in caplog.records if "otelmw_ghost" in r.getMessage()]
+    assert len(lines) == 1 and "surely-not-installed-pkg" in lines[0].getMessage()
+    assert lines[0].levelno == logging.INFO
+
+
+def test_instrumentation_dependencies_are_honest_ranges() -> None:
+    from importlib.metadata import version
+
+    from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
+
+    for inst in (OpenAIInstrumentor(), AnthropicInstrumentor()):
+        deps = list(inst.instrumentation_dependencies())
+        assert deps and all("<" in d and ">=" in d for d in deps)
+        assert get_dependency_conflicts(deps) is None
+    assert int(version("openai").split(".")[0]) < 3
+
+
+PROGRAM = """
+import openai
+client = openai.OpenAI(base_url={base!r}, api_key="x", max_retries=0)
+r = client.chat.completions.create(model="gpt-run", messages=[{{"role": "user", "content": "hi"}}])
+print(r.choices[0].message.content)
+"""
+
+
+def test_otelmw_run_lights_up_an_unmodified_openai_program(tmp_path: Path,
+                                                            server: ScriptedLLMServer) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(PROGRAM.format(base=server.base_url)))
+    assert "otelmw" not in script.read_text()
+    with OtlpReceiver() as rx:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OTEL_", "OTELMW_"))}
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_SERVICE_NAME="app",
+                   OTELMW_HOME=str(tmp_path / "home"), OTEL_METRIC_EXPORT_INTERVAL="60000")
+        proc = subprocess.run([sys.executable, "-m", "otelmw.cli", "run", "--", sys.executable,
+                               str(script)], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        rx.wait_for(lambda: any(s.name == "chat gpt-run" for s in rx.spans()), timeout=30)
+        (span,) = [s for s in rx.spans() if s.name == "chat gpt-run"]
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert span.resource["service.name"] == "app"
+
+
+def test_sdk_create_signatures_unchanged_by_wrapping(tel: Telemetry) -> None:
+    from openai.resources.chat.completions.completions import Completions
+
+    params = inspect.signature(Completions.create).parameters
+    assert "messages" in params and "model" in params
