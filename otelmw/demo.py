@@ -112,6 +112,14 @@ def register_demo_plugins(ctx: PluginContext) -> None:
             cache[key] = result
         return result
 
+    def audit(**kw: Any) -> None:  # an observer hook: read-only, exported as a log event
+        return None
+
+    def audit_request(**kw: Any) -> None:
+        return None
+
+    ctx.register_hook("post_tool_call", audit)
+    ctx.register_hook("pre_api_request", audit_request)
     ctx.register_middleware("llm_request", route_model)
     ctx.register_middleware("llm_execution", time_llm)
     ctx.register_middleware("tool_execution", flaky_guard)

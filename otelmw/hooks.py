@@ -26,10 +26,26 @@ def _record(failures: FailureLog, layer: Layer, message: str, exc: BaseException
     failures.record(HOOK, layer.kind, layer.name, message, exc)
 
 
+_NO_RESULTS: list[Any] = []
+
+
+def _emit(obs: PipelineObserver | None, layers: tuple[Layer, ...]) -> bool:
+    """Whether the observer hears about this firing: ``hook_events`` is
+    ``registered`` (default: hook points with callbacks), ``all`` or ``none``."""
+    if obs is None:
+        return False
+    mode = getattr(obs, "hook_events", "registered")
+    return mode == "all" or (mode == "registered" and bool(layers))
+
+
 def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                payload: dict[str, Any], obs: PipelineObserver | None,
                failures: FailureLog) -> list[Any]:
     """Call every hook for ``hook_name``; return their non-None results in order."""
+    if not layers:
+        if _emit(obs, layers):
+            obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
+        return _NO_RESULTS
     results: list[Any] = []
     failed = 0
     for layer in layers:
@@ -49,14 +65,18 @@ def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
             continue
         if ret is not None:
             results.append(ret)
-    if obs is not None:
-        obs.hook_fired(call, hook_name, payload, failed)
+    if _emit(obs, layers):
+        obs.hook_fired(call, hook_name, payload, failed)  # type: ignore[union-attr]
     return results
 
 
 async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                       payload: dict[str, Any], obs: PipelineObserver | None,
                       failures: FailureLog) -> list[Any]:
+    if not layers:
+        if _emit(obs, layers):
+            obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
+        return _NO_RESULTS
     results: list[Any] = []
     failed = 0
     for layer in layers:
@@ -70,8 +90,8 @@ async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
             continue
         if ret is not None:
             results.append(ret)
-    if obs is not None:
-        obs.hook_fired(call, hook_name, payload, failed)
+    if _emit(obs, layers):
+        obs.hook_fired(call, hook_name, payload, failed)  # type: ignore[union-attr]
     return results
 
 
