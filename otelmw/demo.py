@@ -32,7 +32,7 @@ class DemoHarnessNormalizer:
 
     def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext
                   ) -> NormalizedToolResult:
-        meta = {"vendor": "demo_harness", "version": "1.0", "region": "local"}
+        meta: dict[str, Any] = {"vendor": "demo_harness", "version": "1.0", "region": "local"}
         if isinstance(result, dict) and result.get("status") == "error":
             return NormalizedToolResult(content=None, success=False,
                                         error_message=str(result.get("message")),

@@ -16,6 +16,7 @@ is not callable, raises ``ValueError`` naming the plugin.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -59,7 +60,8 @@ class PluginConfig:
 
     def _lists(self) -> tuple[dict[str, Any], list[str], list[str]]:
         data = self.read()
-        plugins = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+        raw = data.get("plugins")
+        plugins: dict[str, Any] = raw if isinstance(raw, dict) else {}
         enabled = [str(x) for x in plugins.get("enabled", []) if isinstance(x, str)]
         disabled = [str(x) for x in plugins.get("disabled", []) if isinstance(x, str)]
         return data, enabled, disabled
@@ -118,6 +120,14 @@ def _resolve_register(obj: Any, name: str) -> RegisterFn:
     if not callable(fn):
         raise ValueError(f"plugin {name!r}: entry point has no register(ctx) callable")
     return fn  # type: ignore[no-any-return]
+
+
+def _load_entry_point(ep: metadata.EntryPoint, name: str) -> RegisterFn:
+    return _resolve_register(ep.load(), name)
+
+
+def _identity(register: RegisterFn) -> RegisterFn:
+    return register
 
 
 class PluginManager:
@@ -193,15 +203,15 @@ class PluginManager:
                 if name not in enabled or name in disabled:
                     status[name] = PluginStatus(name, "entry_point", enabled=False)
                     continue
-                status[name] = self._try_load(
-                    name, "entry_point", lambda ep=ep, n=name: _resolve_register(ep.load(), n),
-                    mw, hooks)
+                status[name] = self._try_load(name, "entry_point",
+                                              functools.partial(_load_entry_point, ep, name),
+                                              mw, hooks)
             for name, register in self._programmatic.items():
                 if name in disabled:
                     status[name] = PluginStatus(name, "programmatic", enabled=False)
                     continue
-                status[name] = self._try_load(name, "programmatic", lambda r=register: r,
-                                              mw, hooks)
+                status[name] = self._try_load(name, "programmatic",
+                                              functools.partial(_identity, register), mw, hooks)
             for name in enabled - set(status):
                 status[name] = PluginStatus(name, "entry_point", enabled=True,
                                             error="enabled but not installed")
