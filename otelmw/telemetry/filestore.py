@@ -111,10 +111,15 @@ class RotatingLines:
     def _open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        self._n += 1
-        # zero-padded counter: names sort in write order when mtimes tie (coarse clock)
-        path = self.dir / f"{self.signal}-{stamp}-{os.getpid()}-{self._n:06d}.jsonl"
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - long-lived handle
+        while True:
+            self._n += 1
+            # zero-padded counter: names sort in write order when mtimes tie (coarse clock)
+            path = self.dir / f"{self.signal}-{stamp}-{os.getpid()}-{self._n:06d}.jsonl"
+            try:  # exclusive: never append to another writer's (possibly torn) file
+                self._fh = open(path, "x", encoding="utf-8")  # noqa: SIM115 - long-lived
+                break
+            except FileExistsError:
+                continue
         self._size = 0
         self._prune(path)
 

@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 from ..pipeline import Pipeline, get_pipeline
+from . import health
 from .content import ContentPolicy
 from .context import instrument_threads
 from .observer import TelemetryObserver
@@ -64,10 +65,12 @@ def exporter_choice(signal: str) -> list[str]:
 
 
 def _protocol(signal: str) -> str:
-    raw = (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
-           or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    var = f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"
+    if not os.environ.get(var):
+        var = "OTEL_EXPORTER_OTLP_PROTOCOL"
+    raw = (os.environ.get(var) or "grpc").strip().lower()
     if raw not in ("grpc", "http/protobuf"):
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={raw!r}: expected grpc or http/protobuf")
+        raise ValueError(f"{var}={raw!r}: expected grpc or http/protobuf")
     return raw
 
 
@@ -192,6 +195,9 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             _current = Telemetry(observer=None, disabled=True)
             return _current
         choices = {s: exporter_choice(s) for s in SIGNALS}
+        for s in SIGNALS:  # a bad protocol must fail before any provider is installed
+            if "otlp" in choices[s]:
+                _protocol(s)
         resource = Resource.create(
             {} if os.environ.get("OTEL_SERVICE_NAME") or "service.name" in os.environ.get(
                 "OTEL_RESOURCE_ATTRIBUTES", "") else {"service.name": service_name or "otelmw"})
@@ -200,7 +206,8 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         if not isinstance(tp, TracerProvider):
             tp = TracerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["traces"]:
-                tp.add_span_processor(BatchSpanProcessor(_exporter("traces", name)))
+                tp.add_span_processor(BatchSpanProcessor(
+                    health.counting_span_exporter(_exporter("traces", name))))
             trace.set_tracer_provider(tp)
             owned.append(tp)
         mp = metrics.get_meter_provider()
@@ -216,10 +223,13 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         if not isinstance(lp, LoggerProvider):
             lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["logs"]:
-                lp.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs", name)))
+                lp.add_log_record_processor(BatchLogRecordProcessor(
+                    health.counting_log_exporter(_exporter("logs", name))))
             _logs.set_logger_provider(lp)
             owned.append(lp)
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures)
+        health.install_queue_filter()
+        health.register_drop_metric(observer.meter)
         pipe.observer = observer
         if propagate_threads if propagate_threads is not None else not _truthy(
                 "OTELMW_NO_THREAD_PROPAGATION"):
