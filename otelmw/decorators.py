@@ -22,10 +22,10 @@ from typing import Any
 
 import wrapt
 
+from .pipeline import Pipeline, get_pipeline
+
 # wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
 _PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
-
-from .pipeline import Pipeline, get_pipeline
 
 Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 

@@ -118,6 +118,7 @@ def register_demo_plugins(ctx: PluginContext) -> None:
     def audit_request(**kw: Any) -> None:
         return None
 
+    ctx.register_hook("pre_tool_call", audit)
     ctx.register_hook("post_tool_call", audit)
     ctx.register_hook("pre_api_request", audit_request)
     ctx.register_middleware("llm_request", route_model)

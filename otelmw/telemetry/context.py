@@ -75,6 +75,9 @@ def _thread_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 _lock = threading.Lock()
 _installed = False
+# Enter the carried context around what calls ``run()``, so Thread subclasses
+# that override ``run`` are covered too (wrapping ``Thread.run`` misses them).
+_THREAD_RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"
 
 
 def instrument_threads() -> None:
@@ -86,7 +89,7 @@ def instrument_threads() -> None:
             return
         wrapt.wrap_function_wrapper(ThreadPoolExecutor, "submit", _submit)
         wrapt.wrap_function_wrapper(threading.Thread, "start", _thread_start)
-        wrapt.wrap_function_wrapper(threading.Thread, "run", _thread_run)
+        wrapt.wrap_function_wrapper(threading.Thread, _THREAD_RUN, _thread_run)
         _installed = True
 
 
@@ -96,7 +99,7 @@ def uninstrument_threads() -> None:
         if not _installed:
             return
         for owner, name in ((ThreadPoolExecutor, "submit"), (threading.Thread, "start"),
-                            (threading.Thread, "run")):
+                            (threading.Thread, _THREAD_RUN)):
             current = owner.__dict__.get(name)
             original = getattr(current, "__wrapped__", None)
             if original is not None:

@@ -8,18 +8,24 @@ Canonical serialization (what is hashed), so a user can recompute a digest:
   JSON — ``json.dumps(v, sort_keys=True, separators=(",", ":"),
   ensure_ascii=False)``; inside the tree, bytes become ``"base64:<b64>"``,
   objects with ``model_dump()`` (pydantic / SDK types) their ``model_dump(mode="json")``,
-  exceptions ``"<module.QualName>: <message>"``, other objects ``"<module.QualName>"``.
-  Non-string dict keys are converted by ``str()``.
-* an exception: UTF-8 of ``"<module.QualName>: <message>"``.
+  exceptions ``"module.QualName: message"``, other objects their type tag in
+  literal angle brackets (``"<decimal.Decimal>"``). Non-string dict keys are
+  converted as ``json.dumps`` converts them (and sorted by the original key). A dict
+  whose keys ``json.dumps`` cannot sort or convert (mixed types such as ``1`` and
+  ``"a"``, tuples) has its keys converted first — ``str`` as is,
+  ``True``/``False``/``None`` → ``"true"``/``"false"``/``"null"``, numbers as
+  ``json.dumps`` writes them, anything else by ``str()`` — and sorted as strings.
+* an exception: UTF-8 of ``"module.QualName: message"`` (``builtins.`` included).
 * a pydantic / SDK object: canonical JSON of ``model_dump(mode="json")``.
 * anything else, or a tree that cannot be serialized (cycles, hostile objects):
-  UTF-8 of ``"<module.QualName>"`` — a type tag, so the digest never raises.
+  UTF-8 of the type tag — ``QualName`` for builtins (``dict``), else
+  ``module.QualName`` — so the digest never raises.
 
 The digest value names its algorithm:
 
 * ``sha256:<hex>`` — SHA-256 of the whole canonical serialization.
-* ``sha256-sampled:<hex>`` — ``str``/``bytes`` larger than ``max_bytes``
-  (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): SHA-256 of
+* ``sha256-sampled:<hex>`` — ``str``/``bytes`` whose serialization is larger than
+  ``max_bytes`` (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): SHA-256 of
   ``b"<length>:" + head + tail``, head/tail being the first and last
   ``max_bytes // 2`` bytes (for ``str``: characters, UTF-8 encoded; length in
   characters). Cost is bounded by ``max_bytes`` whatever the size.
@@ -110,14 +116,16 @@ def _digest(value: Any, limit: int) -> tuple[str, int]:
         if len(value) <= limit // 4:  # ≤ 4 bytes per char: cannot exceed the limit
             data = value.encode("utf-8", "surrogatepass")
             return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
-        if len(value) > limit:
-            half = limit // 2
-            h = hashlib.sha256(f"{len(value)}:".encode())
-            h.update(value[:half].encode("utf-8", "surrogatepass"))
-            h.update(value[-half:].encode("utf-8", "surrogatepass"))
-            return "sha256-sampled:" + _hex(h), len(value)
-        data = value.encode("utf-8", "surrogatepass")
-        return _bytes_digest(data, limit)
+        if len(value) <= limit:
+            data = value.encode("utf-8", "surrogatepass")
+            if len(data) <= limit:
+                return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+        # Over the cap: sampled by characters, as documented (not by UTF-8 bytes).
+        half = limit // 2
+        h = hashlib.sha256(f"{len(value)}:".encode())
+        h.update(value[:half].encode("utf-8", "surrogatepass"))
+        h.update(value[-half:].encode("utf-8", "surrogatepass"))
+        return "sha256-sampled:" + _hex(h), len(value)
     if t is bytes or t is bytearray or t is memoryview:
         return _bytes_digest(value, limit)
     if isinstance(value, BaseException):
@@ -176,27 +184,71 @@ def _fits(value: Any, limit: int) -> bool:
     return True
 
 
+def _json_key(key: Any) -> str:
+    """A dict key converted as ``json.dumps`` converts it (``str()`` for the rest)."""
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int | float):
+        return json.dumps(key)
+    return str(key)
+
+
+def _str_keys(value: Any, active: set[int]) -> Any:
+    """Copy of a tree with every dict key converted by ``_json_key`` (cycles raise)."""
+    if isinstance(value, dict | list | tuple):
+        if id(value) in active:
+            raise ValueError("circular reference")
+        active.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {_json_key(k): _str_keys(v, active) for k, v in value.items()}
+            return [_str_keys(v, active) for v in value]
+        finally:
+            active.discard(id(value))
+    return value
+
+
+def _encode(value: Any) -> str:
+    try:
+        return _ENCODER.encode(value)
+    except TypeError:  # keys json cannot sort or convert: convert them first
+        return _ENCODER.encode(_str_keys(value, set()))
+
+
+def _prefix_digest(value: Any, limit: int) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    for chunk in _ENCODER.iterencode(value):
+        data = chunk.encode("utf-8", "surrogatepass")
+        if size + len(data) > limit:
+            h.update(data[: limit - size])
+            return "sha256-prefix:" + _hex(h), -1
+        h.update(data)
+        size += len(data)
+    return "sha256:" + _hex(h), size
+
+
 def _json_digest(value: Any, limit: int) -> tuple[str, int]:
     if _fits(value, limit):
         try:
-            data = _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+            data = _encode(value).encode("utf-8", "surrogatepass")
         except (ValueError, TypeError, RecursionError):
             data = type_name(value).encode()
         return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
-    h = hashlib.sha256()
-    size = 0
     try:
-        for chunk in _ENCODER.iterencode(value):
-            data = chunk.encode("utf-8", "surrogatepass")
-            if size + len(data) > limit:
-                h.update(data[: limit - size])
-                return "sha256-prefix:" + _hex(h), -1
-            h.update(data)
-            size += len(data)
-    except (ValueError, TypeError, RecursionError):  # cycles, un-encodable keys
+        try:
+            return _prefix_digest(value, limit)
+        except TypeError:  # keys json cannot sort or convert: convert them first
+            return _prefix_digest(_str_keys(value, set()), limit)
+    except (ValueError, TypeError, RecursionError):  # cycles, hostile objects
         data = type_name(value).encode()
         return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
-    return "sha256:" + _hex(h), size
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -212,4 +264,4 @@ def canonical_bytes(value: Any) -> bytes:
         if not callable(dump):
             return type_name(value).encode()
         value = dump(mode="json")
-    return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+    return _encode(value).encode("utf-8", "surrogatepass")

@@ -10,6 +10,7 @@ raises into the agent (failures are counted under ``instrumentation``).
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -32,12 +33,24 @@ from .content import ContentPolicy, default_redactor
 from .context import attach, safe_detach
 from .digests import digest, type_name
 from .metrics import Instruments
-from .responses import ResponseFacts, get, is_stream
+from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 
 _CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
 _MAX_META_KEYS = 32
 _MAX_STR = 1024
+HOOK_EVENT_MODES = ("registered", "all", "none")
+ENV_HOOK_EVENTS = "OTELMW_HOOK_EVENTS"
+
+
+def hook_events_mode(value: str | None = None) -> str:
+    """``registered`` (default) | ``all`` | ``none``, from ``value`` or
+    ``OTELMW_HOOK_EVENTS``; ``ValueError`` on a typo."""
+    raw = value if value is not None else os.environ.get(ENV_HOOK_EVENTS, "")
+    mode = raw.strip().lower() or "registered"
+    if mode not in HOOK_EVENT_MODES:
+        raise ValueError(f"{ENV_HOOK_EVENTS}={raw!r} is not one of {', '.join(HOOK_EVENT_MODES)}")
+    return mode
 
 
 def error_type(exc: BaseException) -> str:
@@ -125,12 +138,14 @@ class TelemetryObserver:
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
                  logger_provider: Any = None, content: ContentPolicy | None = None,
-                 failures: FailureLog | None = None) -> None:
+                 failures: FailureLog | None = None, hook_events: str | None = None) -> None:
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
         self.inst = Instruments(self.meter)
         self.content = content if content is not None else ContentPolicy.from_env()
+        # Which hook firings become log records (read by ``otelmw.hooks``).
+        self.hook_events = hook_events_mode(hook_events)
         self.failures = failures
         if failures is not None:
             failures.add_listener(self.on_failure)
@@ -504,10 +519,14 @@ class TelemetryObserver:
 
     def _emit_hook(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
                    failures: int) -> None:
+        # The payload's own schema versions when it carries them (a host's
+        # hooks, e.g. Hermes' ``hermes.observer.v1``), else otelmw's.
+        tsv, msv = payload.get("telemetry_schema_version"), payload.get(
+            "middleware_schema_version")
         attrs: dict[str, Any] = {
             a.OTELMW_HOOK_NAME: hook_name,
-            a.OTELMW_SCHEMA_TELEMETRY: TELEMETRY_SCHEMA_VERSION,
-            a.OTELMW_SCHEMA_MIDDLEWARE: MIDDLEWARE_SCHEMA_VERSION,
+            a.OTELMW_SCHEMA_TELEMETRY: tsv if isinstance(tsv, str) else TELEMETRY_SCHEMA_VERSION,
+            a.OTELMW_SCHEMA_MIDDLEWARE: msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
             a.OTELMW_HOOK_FAILURES: failures,
         }
         attrs.update(self._ids(call))
@@ -516,7 +535,7 @@ class TelemetryObserver:
         if call.operation == "chat":
             if call.model:
                 attrs[a.GEN_AI_REQUEST_MODEL] = call.model
-        else:
+        elif call.operation == "execute_tool":  # (agent-level host hooks carry neither)
             attrs[a.GEN_AI_TOOL_NAME] = call.tool_name or "unknown"
             if call.tool_call_id:
                 attrs[a.GEN_AI_TOOL_CALL_ID] = call.tool_call_id
@@ -524,7 +543,8 @@ class TelemetryObserver:
         if trace_entries:
             attrs[a.OTELMW_MIDDLEWARE_TRACE] = json.dumps(trace_entries, default=str)[:4096]
         body: dict[str, Any] = {}
-        for key, attr in (("request", a.OTELMW_REQUEST_DIGEST), ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
+        for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
+                          ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
             if key in payload:
                 attrs[attr] = digest(payload[key])[0]
                 if self.content.on_events:

@@ -58,7 +58,10 @@ class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
             exit_ = getattr(self.__wrapped__, "__exit__", None)
-            return exit_(exc_type, exc, tb) if exit_ is not None else None
+            if exit_ is not None:
+                return exit_(exc_type, exc, tb)
+            close = getattr(self.__wrapped__, "close", None)  # a generator: release it now
+            return close() if close is not None else None
         finally:
             self._self_end("error" if exc is not None else "closed", exc)
 
@@ -113,7 +116,15 @@ class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
             exit_ = getattr(self.__wrapped__, "__aexit__", None)
-            return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
+            if exit_ is not None:
+                return await exit_(exc_type, exc, tb)
+            # An async generator: release it now (``aclose``) rather than at GC.
+            close = getattr(self.__wrapped__, "aclose", None) or getattr(
+                self.__wrapped__, "close", None)
+            r = close() if close is not None else None
+            if inspect.isawaitable(r):
+                await r
+            return None
         finally:
             self._self_end("error" if exc is not None else "closed", exc)
 

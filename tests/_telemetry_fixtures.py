@@ -1,0 +1,212 @@
+"""In-memory OpenTelemetry harness for the telemetry-layer tests.
+
+No global providers: each ``TelemetryHarness`` owns a tracer, logger and meter
+provider with in-memory exporters and a ``Pipeline`` whose observer is a
+``TelemetryObserver`` wired to them. Test modules build one per test through
+a local fixture (``harness = TelemetryHarness(); yield harness; harness.close()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from otelmw import Pipeline, RuntimeMiddlewareRegistry
+from otelmw.telemetry import ContentPolicy, TelemetryObserver
+from otelmw.telemetry.content import NO_CONTENT
+
+MODES = ["sync", "async"]
+OPS = ["llm", "tool"]
+REQUEST_KIND = {"llm": "llm_request", "tool": "tool_request"}
+EXEC_KIND = {"llm": "llm_execution", "tool": "tool_execution"}
+PAYLOAD_KEY = {"llm": "request", "tool": "args"}
+PLUGIN = "x"
+MODEL = "gpt-test"
+TOOL = "lookup"
+
+
+class TelemetryHarness:
+    """Providers + exporters + a pipeline observed by ``TelemetryObserver``."""
+
+    def __init__(self, mode: str = NO_CONTENT, max_length: int = 4096) -> None:
+        self.span_exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_exporter))
+        self.log_exporter = InMemoryLogRecordExporter()
+        self.logger_provider = LoggerProvider()
+        self.logger_provider.add_log_record_processor(
+            SimpleLogRecordProcessor(self.log_exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.pipeline = Pipeline(normalizers=RuntimeMiddlewareRegistry())
+        self.observer = TelemetryObserver(
+            self.tracer_provider, self.meter_provider, self.logger_provider,
+            content=ContentPolicy(mode, max_length), failures=self.pipeline.failures)
+        self.pipeline.observer = self.observer
+        # A tracer for spans opened by "host code" (base calls, worker threads).
+        self.tracer = self.tracer_provider.get_tracer("host")
+        # OpenTelemetry's own complaints ("Calling end() on an ended span", failed
+        # detach, ...) are collected and checked by ``assert_clean``.
+        self.sdk_warnings: list[logging.LogRecord] = []
+        self._handler = _ListHandler(self.sdk_warnings)
+        logging.getLogger("opentelemetry").addHandler(self._handler)
+
+    def assert_clean(self) -> None:
+        """No telemetry-internal failure and no OpenTelemetry warning happened."""
+        messages = [r.getMessage() for r in self.sdk_warnings]
+        assert messages == [], messages
+        internal = {k: v for k, v in self.pipeline.failures.counts.items()
+                    if k[0] == "instrumentation"}
+        assert internal == {}, internal
+
+    def close(self) -> None:
+        logging.getLogger("opentelemetry").removeHandler(self._handler)
+        self.observer.close()
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+        self.meter_provider.shutdown()
+
+    # ------------------------------------------------------------- spans
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.span_exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.named(name)
+        assert len(found) == 1, (name, [s.name for s in self.spans()])
+        return found[0]
+
+    def clear(self) -> None:
+        self.span_exporter.clear()
+        self.log_exporter.clear()
+
+    # -------------------------------------------------------------- logs
+    def logs(self) -> list[Any]:
+        return [r.log_record for r in self.log_exporter.get_finished_logs()]
+
+    def logs_named(self, event_name: str) -> list[Any]:
+        return [r for r in self.logs() if r.event_name == event_name]
+
+    # ----------------------------------------------------------- metrics
+    def metrics(self) -> dict[str, list[Any]]:
+        """Metric name → its data points (cumulative since the harness began)."""
+        out: dict[str, list[Any]] = {}
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return out
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    out.setdefault(m.name, []).extend(m.data.data_points)
+        return out
+
+    def points(self, name: str) -> list[Any]:
+        return self.metrics().get(name, [])
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, sink: list[logging.LogRecord]) -> None:
+        super().__init__(logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(record)
+
+
+# ------------------------------------------------------------------ helpers
+def parent_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def span_id(span: ReadableSpan) -> int:
+    return span.context.span_id
+
+
+def is_child(child: ReadableSpan, parent: ReadableSpan) -> bool:
+    return (child.parent is not None and child.parent.span_id == parent.context.span_id
+            and child.context.trace_id == parent.context.trace_id)
+
+
+def is_error(span: ReadableSpan) -> bool:
+    return span.status.status_code is StatusCode.ERROR
+
+
+def is_unset(span: ReadableSpan) -> bool:
+    return span.status.status_code is StatusCode.UNSET
+
+
+def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def run_call(p: Pipeline, mode: str, op: str, payload: Any, execute: Callable[[Any], Any],
+             **kw: Any) -> Any:
+    """One LLM or tool call through the sync or async pipeline entry point."""
+    if op == "llm":
+        kw.setdefault("provider", "openai")
+        kw.setdefault("model", MODEL)
+        if mode == "sync":
+            return p.run_llm(payload, execute, **kw)
+        return asyncio.run(p.arun_llm(payload, execute, **kw))
+    kw.setdefault("tool_call_id", "call-1")
+    if mode == "sync":
+        return p.run_tool(TOOL, payload, execute, **kw)
+    return asyncio.run(p.arun_tool(TOOL, payload, execute, **kw))
+
+
+def op_span_name(op: str) -> str:
+    return f"chat {MODEL}" if op == "llm" else f"execute_tool {TOOL}"
+
+
+def all_exported_text(harness: TelemetryHarness) -> list[str]:
+    """Every span attribute / status / event and log body / attribute, as text."""
+    out: list[str] = []
+
+    def add(value: Any) -> None:
+        if value is None:
+            return
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, bytes):
+            out.append(value.decode("utf-8", "replace"))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                add(k)
+                add(v)
+        elif isinstance(value, Iterable):
+            for v in value:
+                add(v)
+        else:
+            out.append(str(value))
+
+    for s in harness.spans():
+        add(s.name)
+        add(dict(s.attributes or {}))
+        add(s.status.description)
+        for ev in s.events:
+            add(ev.name)
+            add(dict(ev.attributes or {}))
+    for rec in harness.logs():
+        add(rec.body)
+        add(dict(rec.attributes or {}))
+    return out
+
+
+def json_attr(value: Any) -> Any:
+    assert isinstance(value, str), value
+    return json.loads(value)

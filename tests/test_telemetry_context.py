@@ -1,0 +1,427 @@
+"""Context propagation: thread pools, bare threads, asyncio tasks, ``carry``,
+``safe_detach`` and many concurrent calls — zero orphan spans, no cross-parenting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from _telemetry_fixtures import (
+    MODEL,
+    MODES,
+    OPS,
+    TOOL,
+    TelemetryHarness,
+    is_child,
+    named,
+    op_span_name,
+    parent_id,
+    run_call,
+)
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from otelmw.telemetry import carry, instrument_threads, safe_detach, uninstrument_threads
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def h() -> Iterator[TelemetryHarness]:
+    harness = TelemetryHarness()
+    yield harness
+    uninstrument_threads()
+    harness.close()
+    harness.assert_clean()
+
+
+@pytest.fixture
+def instrumented() -> Iterator[None]:
+    instrument_threads()
+    yield
+    uninstrument_threads()
+
+
+def worker(h: TelemetryHarness, label: str) -> Callable[[], str]:
+    def work() -> str:
+        with h.tracer.start_as_current_span(label):
+            return label
+    return work
+
+
+def payload(op: str) -> dict[str, Any]:
+    return {"model": MODEL, "messages": []} if op == "llm" else {"q": 1}
+
+
+# ---------------------------------------------------------------- thread pools
+@pytest.mark.parametrize("op", OPS)
+def test_thread_pool_work_parents_to_call_after_instrument_threads(
+        h: TelemetryHarness, instrumented: None, op: str) -> None:
+    # A warm pool: its worker threads were started before (outside) the call.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        pool.submit(lambda: None).result()
+
+        def execute(p: Any) -> str:
+            futures = [pool.submit(worker(h, f"pooled {i}")) for i in range(6)]
+            assert [f.result() for f in futures] == [f"pooled {i}" for i in range(6)]
+            return "done"
+
+        run_call(h.pipeline, "sync", op, payload(op), execute)
+    top = h.one(op_span_name(op))
+    for i in range(6):
+        assert is_child(h.one(f"pooled {i}"), top)
+
+
+def test_thread_pool_created_inside_call_does_not_leak_parent(
+        h: TelemetryHarness, instrumented: None) -> None:
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        def execute(args: Any) -> str:
+            # The pool's only worker thread is started here, inside the tool span.
+            return pool.submit(worker(h, "inside")).result()
+
+        h.pipeline.run_tool(TOOL, {}, execute)
+        # Later work submitted outside any call must not inherit the old span.
+        pool.submit(worker(h, "outside")).result()
+    finally:
+        pool.shutdown()
+    assert is_child(h.one("inside"), h.one(f"execute_tool {TOOL}"))
+    assert h.one("outside").parent is None
+
+
+def test_run_in_executor_inside_async_call(h: TelemetryHarness, instrumented: None) -> None:
+    async def execute(args: Any) -> str:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, worker(h, "executor work"))
+
+    asyncio.run(h.pipeline.arun_tool(TOOL, {}, execute))
+    assert is_child(h.one("executor work"), h.one(f"execute_tool {TOOL}"))
+
+
+# ---------------------------------------------------------------- bare threads
+@pytest.mark.parametrize("op", OPS)
+def test_bare_thread_parents_to_call_after_instrument_threads(
+        h: TelemetryHarness, instrumented: None, op: str) -> None:
+    def execute(p: Any) -> str:
+        threads = [threading.Thread(target=worker(h, f"thread {i}")) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return "done"
+
+    run_call(h.pipeline, "sync", op, payload(op), execute)
+    top = h.one(op_span_name(op))
+    for i in range(3):
+        assert is_child(h.one(f"thread {i}"), top)
+
+
+def test_thread_subclass_with_target_after_instrument_threads(
+        h: TelemetryHarness, instrumented: None) -> None:
+    class Named(threading.Thread):
+        pass
+
+    def execute(args: Any) -> str:
+        t = Named(target=worker(h, "subclassed"))
+        t.start()
+        t.join()
+        return "ok"
+
+    h.pipeline.run_tool(TOOL, {}, execute)
+    assert is_child(h.one("subclassed"), h.one(f"execute_tool {TOOL}"))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_carry_without_instrument_threads(h: TelemetryHarness, op: str) -> None:
+    def execute(p: Any) -> str:
+        t = threading.Thread(target=carry(worker(h, "carried")))
+        t.start()
+        t.join()
+        control = threading.Thread(target=worker(h, "not carried"))
+        control.start()
+        control.join()
+        return "done"
+
+    run_call(h.pipeline, "sync", op, payload(op), execute)
+    top = h.one(op_span_name(op))
+    assert is_child(h.one("carried"), top)
+    # Control: without carry or instrument_threads a bare thread loses the context.
+    assert h.one("not carried").parent is None
+
+
+def test_carried_callable_can_run_concurrently(h: TelemetryHarness) -> None:
+    barrier = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        with h.tracer.start_as_current_span(f"concurrent {i}"):
+            time.sleep(0.01)
+
+    def execute(args: Any) -> str:
+        fn = carry(work)  # one carried callable, entered by 4 threads at once
+        threads = [threading.Thread(target=fn, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return "ok"
+
+    h.pipeline.run_tool(TOOL, {}, execute)
+    top = h.one(f"execute_tool {TOOL}")
+    for i in range(4):
+        assert is_child(h.one(f"concurrent {i}"), top)
+
+
+def test_thread_subclass_overriding_run_after_instrument_threads(
+        h: TelemetryHarness, instrumented: None) -> None:
+    class Worker(threading.Thread):
+        def run(self) -> None:
+            with h.tracer.start_as_current_span("overridden run"):
+                pass
+
+    def execute(args: Any) -> str:
+        t = Worker()
+        t.start()
+        t.join()
+        return "ok"
+
+    h.pipeline.run_tool(TOOL, {}, execute)
+    assert is_child(h.one("overridden run"), h.one(f"execute_tool {TOOL}"))
+
+
+def _thread_attrs() -> tuple[Any, ...]:
+    return (ThreadPoolExecutor.__dict__["submit"],
+            *(threading.Thread.__dict__.get(k) for k in ("start", "run", "_bootstrap_inner")))
+
+
+def test_uninstrument_threads_restores_originals() -> None:
+    originals = _thread_attrs()
+    instrument_threads()
+    instrument_threads()  # idempotent
+    assert ThreadPoolExecutor.__dict__["submit"] is not originals[0]
+    uninstrument_threads()
+    uninstrument_threads()
+    assert all(a is b for a, b in zip(_thread_attrs(), originals, strict=True))
+
+
+# ---------------------------------------------------------------- asyncio
+def test_asyncio_tasks_inside_async_tool_call(h: TelemetryHarness) -> None:
+    async def child(i: int) -> int:
+        await asyncio.sleep(0.001 * (3 - i))
+        with h.tracer.start_as_current_span(f"task {i}"):
+            await asyncio.sleep(0)
+        return i
+
+    async def execute(args: Any) -> list[int]:
+        tasks = [asyncio.create_task(child(i)) for i in range(3)]
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(child(3))
+        return list(await asyncio.gather(*tasks))
+
+    asyncio.run(h.pipeline.arun_tool(TOOL, {}, execute))
+    top = h.one(f"execute_tool {TOOL}")
+    for i in range(4):
+        assert is_child(h.one(f"task {i}"), top)
+
+
+def test_asyncio_tasks_inside_async_execution_wrapper_and_llm(h: TelemetryHarness) -> None:
+    async def spawn(**kw: Any) -> Any:
+        async def side() -> None:
+            with h.tracer.start_as_current_span("wrapper task"):
+                await asyncio.sleep(0)
+        await asyncio.create_task(side())
+        return await kw["next_call"]()
+
+    h.pipeline.registry.add_middleware("llm_execution", named(spawn, "spawn"), plugin="x")
+
+    async def execute(req: Any) -> dict[str, Any]:
+        async def side() -> None:
+            with h.tracer.start_as_current_span("base task"):
+                await asyncio.sleep(0)
+        await asyncio.gather(side())
+        return {"id": "r"}
+
+    async def main() -> None:
+        async with h.pipeline.turn("agent"):
+            await h.pipeline.arun_llm({"model": MODEL}, execute)
+
+    asyncio.run(main())
+    wrapper = h.one("llm_execution x.spawn")
+    assert is_child(wrapper, h.one(f"chat {MODEL}"))
+    assert is_child(h.one("wrapper task"), wrapper)
+    assert is_child(h.one("base task"), wrapper)
+    assert len({s.context.trace_id for s in h.spans()}) == 1
+
+
+def test_concurrent_async_calls_in_tasks_do_not_cross_parent(h: TelemetryHarness) -> None:
+    async def one(i: int) -> None:
+        async def execute(args: Any) -> str:
+            await asyncio.sleep(0.001 * (i % 5))
+            with h.tracer.start_as_current_span(f"inner {i}"):
+                await asyncio.sleep(0)
+            return "ok"
+
+        async with h.pipeline.turn(f"agent-{i}"):
+            await h.pipeline.arun_tool(TOOL, {"i": i}, execute)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i) for i in range(20)))
+
+    asyncio.run(main())
+    for i in range(20):
+        agent, inner = h.one(f"invoke_agent agent-{i}"), h.one(f"inner {i}")
+        assert agent.parent is None
+        tool = next(s for s in h.named(f"execute_tool {TOOL}") if is_child(inner, s))
+        assert is_child(tool, agent)
+
+
+# ---------------------------------------------------------------- safe_detach
+def test_safe_detach_foreign_token_neither_raises_nor_logs(
+        h: TelemetryHarness, caplog: pytest.LogCaptureFixture) -> None:
+    tokens: list[object] = []
+    span = h.tracer.start_span("elsewhere")
+
+    def other_thread() -> None:
+        tokens.append(otel_context.attach(trace.set_span_in_context(span)))
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    before = otel_context.get_current()
+    with caplog.at_level(logging.DEBUG):
+        safe_detach(tokens[0])
+        safe_detach(None)
+        # A token made in another contextvars.Context (e.g. a generator finalised
+        # in another task) as well.
+        token2 = contextvars.copy_context().run(otel_context.attach,
+                                                trace.set_span_in_context(span))
+        safe_detach(token2)
+    span.end()
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert otel_context.get_current() == before
+
+
+def test_plain_detach_of_foreign_token_would_log_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Control for the test above: the stock ``detach`` logs an ERROR here."""
+    tokens: list[object] = []
+    t = threading.Thread(target=lambda: tokens.append(
+        otel_context.attach(otel_context.get_current())))
+    t.start()
+    t.join()
+    with caplog.at_level(logging.ERROR):
+        otel_context.detach(tokens[0])  # type: ignore[arg-type]
+    assert any(r.levelno >= logging.ERROR for r in caplog.records)
+
+
+def test_safe_detach_own_token_restores_context(h: TelemetryHarness) -> None:
+    span = h.tracer.start_span("mine")
+    token = otel_context.attach(trace.set_span_in_context(span))
+    assert trace.get_current_span() is span
+    safe_detach(token)
+    assert trace.get_current_span() is not span
+    span.end()
+
+
+# ---------------------------------------------------------------- 32 threads
+@pytest.mark.parametrize("threads_instrumented", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+def test_32_threads_each_call_has_its_own_trace(
+        h: TelemetryHarness, mode: str, threads_instrumented: bool) -> None:
+    if threads_instrumented:
+        instrument_threads()
+    n = 32
+    barrier = threading.Barrier(n)
+
+    def rewrite(**kw: Any) -> Any:
+        return {"args": {**kw["args"], "seen": True}}
+
+    def wrap(**kw: Any) -> Any:
+        time.sleep(0.001)
+        return kw["next_call"]()
+
+    p = h.pipeline
+    p.registry.add_middleware("tool_request", named(rewrite, "rewrite"), plugin="x")
+    p.registry.add_middleware("tool_execution", named(wrap, "wrap"), plugin="x")
+    p.registry.add_middleware("llm_execution", named(wrap, "wrap"), plugin="x")
+    errors: list[BaseException] = []
+
+    def base(label: str) -> Callable[[Any], Any]:
+        def run(_: Any) -> Any:
+            time.sleep(0.002)
+            with h.tracer.start_as_current_span(label):
+                time.sleep(0.001)
+            return {"id": label}
+        return run
+
+    def thread_main(i: int) -> None:
+        try:
+            barrier.wait()
+            for op in OPS:
+                run_call(p, mode, op, payload(op), base(f"{op} base {i}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=thread_main, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+    spans = h.spans()
+    assert len(spans) == n * (4 + 3)  # tool: op, rewrite, wrap, base; llm: op, wrap, base
+    by_trace: dict[int, list[Any]] = defaultdict(list)
+    for s in spans:
+        by_trace[s.context.trace_id].append(s)
+    assert len(by_trace) == 2 * n  # every call is its own trace
+    for members in by_trace.values():
+        ids = {s.context.span_id for s in members}
+        roots = [s for s in members if s.parent is None]
+        assert len(roots) == 1
+        assert roots[0].name in (f"chat {MODEL}", f"execute_tool {TOOL}")
+        assert all(parent_id(s) in ids for s in members if s.parent is not None)
+        bases = [s for s in members if " base " in s.name]
+        assert len(bases) == 1
+        op = "llm" if roots[0].name.startswith("chat") else "tool"
+        assert bases[0].name.startswith(f"{op} base ")
+        assert len(members) == (3 if op == "llm" else 4)
+
+
+def test_32_threads_each_turn_has_its_own_trace(h: TelemetryHarness) -> None:
+    n = 32
+    barrier = threading.Barrier(n)
+
+    def thread_main(i: int) -> None:
+        barrier.wait()
+        with h.pipeline.turn(f"agent-{i}"):
+            for op in OPS:
+                def execute(_: Any, i: int = i, op: str = op) -> Any:
+                    with h.tracer.start_as_current_span(f"{op} base {i}"):
+                        time.sleep(0.001)
+                    return {"id": str(i)}
+                run_call(h.pipeline, "sync", op, payload(op), execute)
+
+    threads = [threading.Thread(target=thread_main, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(n):
+        agent = h.one(f"invoke_agent agent-{i}")
+        trace_spans = [s for s in h.spans() if s.context.trace_id == agent.context.trace_id]
+        assert sorted(s.name for s in trace_spans) == sorted(
+            [f"invoke_agent agent-{i}", f"chat {MODEL}", f"execute_tool {TOOL}",
+             f"llm base {i}", f"tool base {i}"])
+        for s in trace_spans:
+            if s is not agent:
+                assert parent_id(s) in {x.context.span_id for x in trace_spans}
