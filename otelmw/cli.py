@@ -20,7 +20,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         return 0
     status = manager.reload()
     if not status:
-        print(f"no plugins found (entry-point group 'otelmw.plugins'; config {manager.config.path})")
+        print("no plugins found (entry-point group 'otelmw.plugins'; "
+              f"config {manager.config.path})")
         return 0
     for st in sorted(status.values(), key=lambda s: s.name):
         state = "loaded" if st.loaded else ("failed" if st.error else (

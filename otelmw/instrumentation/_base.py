@@ -10,14 +10,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import wrapt
-
-# wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
-_PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..pipeline import current_llm_call, get_pipeline
 
 logger = logging.getLogger("otelmw")
+
+# wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
+_PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
