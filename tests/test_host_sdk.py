@@ -323,3 +323,17 @@ def test_sdk_create_signatures_unchanged_by_wrapping(tel: Telemetry) -> None:
 
     params = inspect.signature(Completions.create).parameters
     assert "messages" in params and "model" in params
+
+
+def test_otelmw_run_does_not_import_hosts_the_program_never_uses(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint(sorted(m for m in ('openai', 'anthropic', "
+                      "'praisonaiagents') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+               OTEL_LOGS_EXPORTER="none", OTELMW_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([sys.executable, "-m", "otelmw.cli", "run", "--", sys.executable,
+                           str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

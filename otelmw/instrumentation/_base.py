@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Callable, Collection
 from typing import Any
 from urllib.parse import urlsplit
@@ -104,9 +105,32 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         raise NotImplementedError
 
+    # Instrumentation waits until the host's top-level package is imported, so a
+    # program that never uses the host does not pay for importing it.
+    root_module: str | None = None
+
     def _instrument(self, **kwargs: Any) -> None:
         ensure_observer()
         self._wrapped: list[tuple[str, str]] = []
+        self._generation = getattr(self, "_generation", 0) + 1
+        root = self.root_module
+        if root is None or root in sys.modules:
+            self._wrap_all(**kwargs)
+            return
+        generation = self._generation
+
+        def on_import(module: Any) -> None:
+            if getattr(self, "_generation", 0) == generation and self._pending:
+                self._pending = False
+                try:
+                    self._wrap_all(**kwargs)
+                except Exception as exc:  # never break the import of the host
+                    logger.warning("otelmw: %s failed: %s", type(self).__name__, exc)
+
+        self._pending = True
+        wrapt.register_post_import_hook(on_import, root)
+
+    def _wrap_all(self, **kwargs: Any) -> None:
         for module, name, wrapper in self.targets():
             try:
                 wrapt.wrap_function_wrapper(module, name, wrapper)
@@ -120,6 +144,10 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         pass
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        self._generation = getattr(self, "_generation", 0) + 1  # cancel a pending hook
+        if getattr(self, "_pending", False):
+            self._pending = False
+            return
         for module, name in reversed(getattr(self, "_wrapped", [])):
             unwrap_path(module, name)
         self._wrapped = []

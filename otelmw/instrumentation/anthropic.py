@@ -14,6 +14,7 @@ _MESSAGES = "anthropic.resources.messages.messages"
 class AnthropicInstrumentor(OtelmwInstrumentor):
     """``otelmw_anthropic``: ``chat {model}`` spans around ``messages.create``."""
 
+    root_module = "anthropic"
     dependencies = ("anthropic >= 0.40, < 3",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:

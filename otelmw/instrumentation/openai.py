@@ -12,6 +12,7 @@ class OpenAIInstrumentor(OtelmwInstrumentor):
     """``otelmw_openai``: ``chat {model}`` spans and the otelmw pipeline around
     ``chat.completions.create`` and ``responses.create``."""
 
+    root_module = "openai"
     dependencies = ("openai >= 1.40, < 3",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:

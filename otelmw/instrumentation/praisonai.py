@@ -461,6 +461,7 @@ async def _hooks_observed(wrapped: Any, instance: Any, args: tuple[Any, ...],
 class PraisonAIInstrumentor(OtelmwInstrumentor):
     """``otelmw_praisonai`` (see the module docstring)."""
 
+    root_module = "praisonaiagents"
     dependencies = ("praisonaiagents >= 1.7, < 2",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
