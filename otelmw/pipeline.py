@@ -167,17 +167,24 @@ class Pipeline:
     def run_llm(self, request: Any, execute: Callable[[Any], Any], *,
                 provider: str | None = None, model: str | None = None,
                 api_mode: str | None = None, api_request_id: str | None = None,
-                server_address: str | None = None, server_port: int | None = None) -> Any:
-        """Run one provider request through the LLM pipeline (sync)."""
+                server_address: str | None = None, server_port: int | None = None,
+                call: c.CallInfo | None = None) -> Any:
+        """Run one provider request through the LLM pipeline (sync).
+
+        ``call``: a call a host adapter already opened (``observer.call_started``
+        reported) so its span could start before the host's own request stage;
+        the pipeline then runs and finishes it instead of opening a new one.
+        """
         obs = self.observer
-        if obs is None and not self._llm_active():
-            if api_request_id is not None:
-                _last_api_request_id.set(api_request_id)
-            return execute(request)
-        call = self._llm_call(request, provider, model, api_mode, api_request_id,
-                              (server_address, server_port))
-        if obs is not None:
-            obs.call_started(call, request)
+        if call is None:
+            if obs is None and not self._llm_active():
+                if api_request_id is not None:
+                    _last_api_request_id.set(api_request_id)
+                return execute(request)
+            call = self._llm_call(request, provider, model, api_mode, api_request_id,
+                                  (server_address, server_port))
+            if obs is not None:
+                obs.call_started(call, request)
         token = _current_llm_call.set(call)
         try:
             result = self._run_llm(call, request, execute)
@@ -298,26 +305,28 @@ class Pipeline:
 
     def run_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                  tool_call_id: str | None = None, runtime_id: str | None = None,
-                 raise_errors: bool = False) -> Any:
+                 raise_errors: bool = False, call: c.CallInfo | None = None) -> Any:
         """Run one tool call; returns what the model should see.
 
         ``execute(args)`` runs the tool. A tool that raises becomes a normalized
         failure; the caller gets ``"Tool Error: <message>"`` (or the original
         exception re-raised after the hooks when ``raise_errors`` is true).
+        ``call``: an already-opened call (see ``run_llm``).
         """
-        if runtime_id is None:
-            runtime_id = c.current_runtime_context().runtime_id
-        if type(args) is dict and not self._tool_active(runtime_id):
-            try:
-                return execute(args)
-            except Exception as exc:
-                if raise_errors:
-                    raise
-                return failure_from_exception(exc, 0.0).model_text()
-        call = self._tool_call(tool_name, tool_call_id, runtime_id)
         obs = self.observer
-        if obs is not None:
-            obs.call_started(call, args)
+        if call is None:
+            if runtime_id is None:
+                runtime_id = c.current_runtime_context().runtime_id
+            if type(args) is dict and not self._tool_active(runtime_id):
+                try:
+                    return execute(args)
+                except Exception as exc:
+                    if raise_errors:
+                        raise
+                    return failure_from_exception(exc, 0.0).model_text()
+            call = self._tool_call(tool_name, tool_call_id, runtime_id)
+            if obs is not None:
+                obs.call_started(call, args)
         try:
             result = self._run_tool(call, args, execute, raise_errors)
         except BaseException as exc:
