@@ -4,7 +4,15 @@
   item; ``QueueFullFilter`` turns that into a count plus one summary WARNING per
   minute.
 * ``CountingSpanExporter`` / ``CountingLogExporter`` count items whose export
-  failed (backend refused, unreachable, timed out).
+  failed (backend refused, unreachable, timed out). Before exporting they bound
+  every string of an item — span name, status description, event names, attribute
+  values (and sequence items), log event name and body — to ``MAX_TEXT`` characters
+  (4096, or ``OTELMW_CONTENT_MAX_LENGTH`` when larger) and replace text that cannot
+  be encoded as UTF-8 (lone surrogates, e.g. an exception message carrying a
+  ``surrogateescape``-decoded file name): protobuf refuses such strings, and one of
+  them in a span name or log body fails the whole batch; a multi-megabyte tool name
+  or response id would make the batch too large for the collector. Items that need
+  neither are passed through untouched (one ``isascii``/length check per string).
 * The counts are exported as ``otelmw.telemetry.dropped`` (observable counter,
   attributes ``otelmw.signal`` and ``otelmw.drop.reason``) and readable with
   ``drop_counts()``.
@@ -64,7 +72,8 @@ class QueueFullFilter(logging.Filter):
         if msg.startswith("Queue full, dropping"):
             args = record.args
             what = str(args[0]) if isinstance(args, tuple) and args else "item"
-            record_drop(what.split()[0] if what else "item", "queue_full")
+            # The SDK says "Span" / "Log"; the metric uses "span" / "log".
+            record_drop(what.split()[0].lower() if what.strip() else "item", "queue_full")
             return False
         return True
 
@@ -75,7 +84,124 @@ _filter = QueueFullFilter()
 def install_queue_filter() -> None:
     lg = logging.getLogger("opentelemetry.sdk._shared_internal")
     if _filter not in lg.filters:
-        lg.addFilter(_filter)
+        # First in line: the SDK's own DuplicateFilter on this logger lets one
+        # identical record through per 20 s, so a filter placed after it would
+        # count one drop per 20 s instead of every dropped item.
+        lg.filters.insert(0, _filter)
+
+
+def summarize() -> None:
+    """One WARNING with the final drop totals (at shutdown), if anything was dropped:
+    the once-a-minute summary may predate most of the drops, and with a dead
+    backend the drop metric itself cannot be delivered."""
+    counts = drop_counts()
+    if counts:
+        detail = ", ".join(f"{s} {r}: {n}" for (s, r), n in sorted(counts.items()))
+        logger.warning("otelmw: telemetry not delivered in total: %s "
+                       "(metric otelmw.telemetry.dropped)", detail)
+
+
+MAX_TEXT = 4096  # configure() raises it to OTELMW_CONTENT_MAX_LENGTH when that is larger
+
+
+def _fit(text: Any) -> Any:
+    """``text`` bounded to ``MAX_TEXT`` characters and made encodable as UTF-8 (lone
+    surrogates → ``?``); other values, and text needing neither, returned as is."""
+    if type(text) is not str:
+        return text
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT - 1] + "…"
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _fit_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _fit(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_fit_value(v) for v in value)
+    if isinstance(value, dict):
+        return {_fit(k): _fit_value(v) for k, v in value.items()}
+    return value
+
+
+def _needs_fit(value: Any) -> bool:
+    if isinstance(value, str):
+        return _fit(value) is not value
+    if isinstance(value, list | tuple):
+        return any(_needs_fit(v) for v in value)
+    if isinstance(value, dict):
+        return _needs_fit_map(value)
+    return False
+
+
+def _needs_fit_map(mapping: Any) -> bool:
+    limit = MAX_TEXT
+    for k, v in mapping.items():  # inlined fast path: short ASCII strings and numbers
+        t = type(v)
+        if t is str:
+            if (len(v) > limit or not v.isascii()) and _fit(v) is not v:
+                return True
+        elif t is not int and t is not float and t is not bool and _needs_fit(v):
+            return True
+        if not (type(k) is str and k.isascii() and len(k) <= limit) and _needs_fit(k):
+            return True
+    return False
+
+
+def _clean_span(span: Any) -> Any:
+    """``span``, or a copy whose strings are all bounded and UTF-8 encodable."""
+    attrs = span.attributes or {}
+    status = span.status
+    if not (_needs_fit(span.name) or _needs_fit(status.description)
+            or _needs_fit_map(attrs)
+            or any(_needs_fit(e.name) or _needs_fit_map(e.attributes or {})
+                   for e in span.events)):
+        return span
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.trace import Status
+
+    return ReadableSpan(
+        name=_fit(span.name), context=span.context, parent=span.parent,
+        resource=span.resource, attributes=_fit_value(dict(attrs)),
+        events=[Event(_fit(e.name), _fit_value(dict(e.attributes or {})), e.timestamp)
+                for e in span.events],
+        links=span.links, kind=span.kind,
+        status=Status(status.status_code, _fit(status.description)),
+        start_time=span.start_time, end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope)
+
+
+def _clean_log(item: Any) -> Any:
+    """``item`` (a ``ReadableLogRecord``), or a copy whose strings are bounded and
+    UTF-8 encodable."""
+    import copy
+    import dataclasses
+
+    rec = item.log_record
+    attrs = rec.attributes or {}
+    if not (_needs_fit(rec.body) or _needs_fit(rec.event_name) or _needs_fit_map(attrs)
+            or _needs_fit(rec.severity_text)):
+        return item
+    clean = copy.copy(rec)
+    clean.body = _fit_value(rec.body)
+    clean.event_name = _fit(rec.event_name)
+    clean.severity_text = _fit(rec.severity_text)
+    clean.attributes = _fit_value(dict(attrs))
+    return dataclasses.replace(item, log_record=clean)
+
+
+def _cleaned(batch: Sequence[Any], clean: Any) -> Sequence[Any]:
+    try:
+        out = [clean(x) for x in batch]
+    except Exception:  # never let the guard itself lose a batch
+        return batch
+    return out
 
 
 class _Counting:
@@ -104,7 +230,7 @@ def counting_span_exporter(inner: Any) -> Any:
 
         def export(self, spans: Sequence[Any]) -> Any:
             try:
-                result = self.inner.export(spans)
+                result = self.inner.export(_cleaned(spans, _clean_span))
             except Exception:
                 result = SpanExportResult.FAILURE
             return self._count(spans, result, SpanExportResult.SUCCESS)
@@ -120,7 +246,7 @@ def counting_log_exporter(inner: Any) -> Any:
 
         def export(self, batch: Sequence[Any]) -> Any:
             try:
-                result = self.inner.export(batch)
+                result = self.inner.export(_cleaned(batch, _clean_log))
             except Exception:
                 result = LogRecordExportResult.FAILURE
             return self._count(batch, result, LogRecordExportResult.SUCCESS)

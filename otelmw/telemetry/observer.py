@@ -112,19 +112,14 @@ class _EnrichStream:
         pass
 
 
-class _ChatStream:
-    """Finisher for a streamed chat response."""
+class _ChatStream(_EnrichStream):
+    """Finisher for a streamed chat response: absorbs chunks, ends the span."""
 
-    __slots__ = ("call", "facts", "obs", "op")
+    __slots__ = ("call", "obs", "op")
 
     def __init__(self, obs: TelemetryObserver, call: CallInfo, op: _Op) -> None:
-        self.obs, self.call, self.op, self.facts = obs, call, op, ResponseFacts()
-
-    def chunk(self, chunk: Any) -> None:
-        try:
-            self.facts.absorb_chunk(chunk)
-        except Exception:
-            pass
+        super().__init__(ResponseFacts())
+        self.obs, self.call, self.op = obs, call, op
 
     def end(self, ended_by: str, error: BaseException | None = None) -> None:
         try:

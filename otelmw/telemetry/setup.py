@@ -147,7 +147,10 @@ class Telemetry:
             os.environ.get("OTELMW_SHUTDOWN_TIMEOUT", "5"))
         owned, self.owned = self.owned, []
         # One deadline for all providers (they shut down in parallel), not one each.
-        return _bounded([p.shutdown for p in owned], t)
+        ok = _bounded([p.shutdown for p in owned], t) if owned else True
+        if owned:
+            health.summarize()  # final drop totals: one line, only if something was lost
+        return ok
 
 
 def _bounded(fns: list[Callable[[], Any]], timeout_s: float) -> bool:
@@ -227,6 +230,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
                     health.counting_log_exporter(_exporter("logs", name))))
             _logs.set_logger_provider(lp)
             owned.append(lp)
+        health.MAX_TEXT = max(4096, content.max_length)  # exporter guard's string bound
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures)
         health.install_queue_filter()
         health.register_drop_metric(observer.meter)

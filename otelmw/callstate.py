@@ -1,0 +1,55 @@
+"""Per-context call state shared by the LLM and tool pipelines."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any
+
+from . import contract as c
+from .payloads import FrozenDict, thaw
+
+# The id of the latest LLM request in this task/thread, given to the tool calls
+# it produced (``api_request_id`` in tool middleware and hook payloads).
+_last_api_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "otelmw_last_api_request_id", default=None
+)
+
+
+# The LLM call in flight in this context: a nested layer (the SDK under a host
+# adapter) enriches it instead of opening a second ``chat`` span.
+_current_llm_call: contextvars.ContextVar[c.CallInfo | None] = contextvars.ContextVar(
+    "otelmw_current_llm_call", default=None
+)
+
+
+def current_llm_call() -> c.CallInfo | None:
+    """The pipeline LLM call running in this context, if any."""
+    return _current_llm_call.get()
+
+
+def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    try:
+        var.reset(token)
+    except ValueError:  # token from another context: leave the var as the caller has it
+        pass
+
+
+
+def isawaitable(value: Any) -> bool:
+    return hasattr(value, "__await__")
+
+
+def terminal_for(execute: Callable[[Any], Any], request: Any, original: Any
+                 ) -> Callable[[Any], Any]:
+    """The base call at the end of the execution chain: the host gets its own
+    object back when nothing was rewritten, plain mutable structures otherwise."""
+
+    def terminal(p: Any) -> Any:
+        if p is original:  # nothing rewritten (or a wrapper restored the original)
+            return execute(request)
+        if isinstance(p, FrozenDict) or (isinstance(p, dict) and p is not request):
+            p = thaw(p)
+        return execute(p)
+
+    return terminal

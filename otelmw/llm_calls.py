@@ -1,0 +1,194 @@
+"""The LLM-call pipeline: request → ``llm_request`` → ``pre_api_request`` →
+``llm_execution`` chain → base call → ``post_api_request`` | ``api_request_error``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import contract as c
+from .callstate import _current_llm_call, _last_api_request_id, _reset, isawaitable, terminal_for
+from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
+from .failures import FailureLog, safe_str
+from .hooks import afire_hooks, fire_hooks
+from .memory import MemoryAdapter
+from .observe import PipelineObserver
+from .payloads import freeze
+from .registry import MiddlewareRegistry
+from .results import (
+    RuntimeMiddlewareRegistry,
+)
+
+
+class LLMCalls:
+    """Mixin of ``Pipeline``: ``run_llm`` / ``arun_llm``."""
+
+    registry: MiddlewareRegistry
+    normalizers: RuntimeMiddlewareRegistry
+    failures: FailureLog
+    observer: PipelineObserver | None
+    memory_adapters: tuple[MemoryAdapter, ...]
+
+    def _llm_active(self) -> bool:
+        return self.registry.llm_active
+
+    def _llm_call(self, request: Any, provider: str | None, model: str | None,
+                  api_mode: str | None, api_request_id: str | None,
+                  server: tuple[str | None, int | None] = (None, None)) -> c.CallInfo:
+        rc = c.current_runtime_context()
+        if model is None and isinstance(request, dict):
+            m = request.get("model")
+            model = m if isinstance(m, str) else None
+        call = c.CallInfo("chat", rc.session_id, rc.task_id, rc.turn_id,
+                          api_request_id or c.new_request_id(rc.turn_id), provider, model,
+                          api_mode, runtime_id=rc.runtime_id, agent_name=rc.agent_name,
+                          server_address=server[0], server_port=server[1])
+        _last_api_request_id.set(call.api_request_id)
+        return call
+
+    def _llm_prepare(self, call: c.CallInfo, request: Any) -> tuple[Any, dict[str, Any]]:
+        """Frozen original + base kwargs (only when middleware or hooks exist)."""
+        original = freeze(request) if self._llm_active() else request
+        return original, call.as_kwargs()
+
+
+    def _api_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
+                     started: float) -> dict[str, Any]:
+        return {**kw, "request": effective, "middleware_trace": freeze(call.middleware_trace),
+                "started_at": started}
+
+    def run_llm(self, request: Any, execute: Callable[[Any], Any], *,
+                provider: str | None = None, model: str | None = None,
+                api_mode: str | None = None, api_request_id: str | None = None,
+                server_address: str | None = None, server_port: int | None = None,
+                call: c.CallInfo | None = None) -> Any:
+        """Run one provider request through the LLM pipeline (sync).
+
+        ``call``: a call a host adapter already opened (``observer.call_started``
+        reported) so its span could start before the host's own request stage;
+        the pipeline then runs and finishes it instead of opening a new one.
+        """
+        obs = self.observer
+        if call is None:
+            if obs is None and not self._llm_active():
+                if api_request_id is not None:
+                    _last_api_request_id.set(api_request_id)
+                return execute(request)
+            call = self._llm_call(request, provider, model, api_mode, api_request_id,
+                                  (server_address, server_port))
+            if obs is not None:
+                obs.call_started(call, request)
+        token = _current_llm_call.set(call)
+        try:
+            result = self._run_llm(call, request, execute)
+        except BaseException as exc:
+            if obs is not None:
+                obs.call_finished(call, None, exc)
+            raise
+        finally:
+            _reset(_current_llm_call, token)
+        return obs.call_finished(call, result, None) if obs is not None else result
+
+    def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
+        reg, obs, failures = self.registry, self.observer, self.failures
+        original, kw = self._llm_prepare(call, request)
+        effective = original
+        if reg.middleware(c.LLM_REQUEST):
+            effective = run_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
+                                     original, original, dict(kw), obs, failures)
+        started = time.time()
+        payload = self._api_payload(call, kw, effective, started)
+        fire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs, failures)
+        terminal = terminal_for(execute, request, original)
+        layers = reg.middleware(c.LLM_EXECUTION)
+        try:
+            if layers:
+                ekw = {**kw, "original_request": original,
+                       "middleware_trace": payload["middleware_trace"]}
+                result = run_execution(layers, call, "request", effective, ekw, terminal,
+                                       obs, failures)
+            else:
+                result = terminal(effective)
+        except Exception as exc:
+            fire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                       self._error_payload(payload, exc, started), obs, failures)
+            raise
+        fire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+                   self._response_payload(payload, result, started), obs, failures)
+        return result
+
+    @staticmethod
+    def _error_payload(payload: dict[str, Any], exc: BaseException, started: float
+                       ) -> dict[str, Any]:
+        now = time.time()
+        return {**payload, "error": exc, "error_type": type(exc).__qualname__,
+                "error_message": safe_str(exc), "ended_at": now, "api_duration": now - started}
+
+    @staticmethod
+    def _response_payload(payload: dict[str, Any], result: Any, started: float
+                          ) -> dict[str, Any]:
+        now = time.time()
+        out = {**payload, "response": result, "ended_at": now, "api_duration": now - started}
+        return out
+
+    async def arun_llm(self, request: Any, execute: Callable[[Any], Any], *,
+                       provider: str | None = None, model: str | None = None,
+                       api_mode: str | None = None, api_request_id: str | None = None,
+                       server_address: str | None = None, server_port: int | None = None
+                       ) -> Any:
+        """Async twin of ``run_llm``; ``execute`` may return an awaitable."""
+        obs = self.observer
+        if obs is None and not self._llm_active():
+            if api_request_id is not None:
+                _last_api_request_id.set(api_request_id)
+            r = execute(request)
+            return await r if isawaitable(r) else r
+        call = self._llm_call(request, provider, model, api_mode, api_request_id,
+                              (server_address, server_port))
+        if obs is not None:
+            obs.call_started(call, request)
+        token = _current_llm_call.set(call)
+        try:
+            result = await self._arun_llm(call, request, execute)
+        except BaseException as exc:
+            if obs is not None:
+                obs.call_finished(call, None, exc)
+            raise
+        finally:
+            _reset(_current_llm_call, token)
+        return obs.call_finished(call, result, None) if obs is not None else result
+
+    async def _arun_llm(self, call: c.CallInfo, request: Any,
+                        execute: Callable[[Any], Any]) -> Any:
+        reg, obs, failures = self.registry, self.observer, self.failures
+        original, kw = self._llm_prepare(call, request)
+        effective = original
+        if reg.middleware(c.LLM_REQUEST):
+            effective = await arun_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
+                                            original, original, dict(kw), obs, failures)
+        started = time.time()
+        payload = self._api_payload(call, kw, effective, started)
+        await afire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs,
+                          failures)
+        terminal = terminal_for(execute, request, original)
+        layers = reg.middleware(c.LLM_EXECUTION)
+        try:
+            if layers:
+                ekw = {**kw, "original_request": original,
+                       "middleware_trace": payload["middleware_trace"]}
+                result = await arun_execution(layers, call, "request", effective, ekw, terminal,
+                                              obs, failures)
+            else:
+                result = terminal(effective)
+                if isawaitable(result):
+                    result = await result
+        except Exception as exc:
+            await afire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                              self._error_payload(payload, exc, started), obs, failures)
+            raise
+        await afire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+                          self._response_payload(payload, result, started), obs, failures)
+        return result
+
+    # ----------------------------------------------------------------- tools

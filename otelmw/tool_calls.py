@@ -1,0 +1,333 @@
+"""The tool-call pipeline: parse/coerce args → ``tool_request`` → ``pre_tool_call``
+(block) → ``tool_execution`` chain → base call → normalize → ``post_tool_call`` →
+memory adapters → ``transform_tool_result``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import contract as c
+from .callstate import _last_api_request_id, isawaitable, terminal_for
+from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
+from .failures import MEMORY, FailureLog, describe
+from .hooks import afire_hooks, block_directive, fire_hooks, first_string
+from .memory import MemoryAdapter
+from .observe import PipelineObserver
+from .payloads import freeze
+from .registry import MiddlewareRegistry
+from .results import (
+    MiddlewareContext,
+    NormalizedToolResult,
+    RuntimeMiddlewareRegistry,
+    failure_from_exception,
+    is_bypassed,
+    normalize_result,
+)
+
+_NATIVE = c.NATIVE_RUNTIME_IDS
+
+
+class ToolArgumentsError(ValueError):
+    """Tool arguments that are not a JSON object (or malformed JSON)."""
+
+
+def parse_arguments(args: Any) -> dict[str, Any]:
+    """Coerce model-provided tool arguments to a dict (JSON strings included)."""
+    if isinstance(args, dict):
+        return args
+    if args is None or args == "" or args == b"":
+        return {}
+    if isinstance(args, bytes | bytearray):
+        args = bytes(args).decode("utf-8", errors="replace")
+    if isinstance(args, str):
+        try:
+            value = json.loads(args)
+        except ValueError as exc:
+            raise ToolArgumentsError(f"tool arguments are not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ToolArgumentsError(
+                f"tool arguments must be a JSON object, got {type(value).__name__}")
+        return value
+    try:
+        return dict(args)
+    except (TypeError, ValueError):
+        raise ToolArgumentsError(
+            f"tool arguments must be a mapping or JSON object string, got {type(args).__name__}"
+        ) from None
+
+
+
+class ToolCalls:
+    """Mixin of ``Pipeline``: ``run_tool`` / ``arun_tool``."""
+
+    registry: MiddlewareRegistry
+    normalizers: RuntimeMiddlewareRegistry
+    failures: FailureLog
+    observer: PipelineObserver | None
+    memory_adapters: tuple[MemoryAdapter, ...]
+
+    def _tool_active(self, runtime_id: str | None) -> bool:
+        return bool(self.observer is not None or self.registry.tool_active
+                    or self.memory_adapters
+                    or not (runtime_id is None or runtime_id in _NATIVE))
+
+    def run_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
+                 tool_call_id: str | None = None, runtime_id: str | None = None,
+                 raise_errors: bool = False, call: c.CallInfo | None = None) -> Any:
+        """Run one tool call; returns what the model should see.
+
+        ``execute(args)`` runs the tool. A tool that raises becomes a normalized
+        failure; the caller gets ``"Tool Error: <message>"`` (or the original
+        exception re-raised after the hooks when ``raise_errors`` is true).
+        ``call``: an already-opened call (see ``run_llm``).
+        """
+        obs = self.observer
+        if call is None:
+            if runtime_id is None:
+                runtime_id = c.current_runtime_context().runtime_id
+            if type(args) is dict and not self._tool_active(runtime_id):
+                try:
+                    return execute(args)
+                except Exception as exc:
+                    if raise_errors:
+                        raise
+                    return failure_from_exception(exc, 0.0).model_text()
+            call = self._tool_call(tool_name, tool_call_id, runtime_id)
+            if obs is not None:
+                obs.call_started(call, args)
+        try:
+            result = self._run_tool(call, args, execute, raise_errors)
+        except BaseException as exc:
+            if obs is not None:
+                obs.call_finished(call, None, exc)
+            raise
+        return obs.call_finished(call, result, None) if obs is not None else result
+
+    def _tool_call(self, tool_name: str, tool_call_id: str | None,
+                   runtime_id: str | None) -> c.CallInfo:
+        rc = c.current_runtime_context()
+        return c.CallInfo("execute_tool", rc.session_id, rc.task_id, rc.turn_id,
+                          _last_api_request_id.get() or c.new_request_id(rc.turn_id),
+                          tool_name=tool_name,
+                          tool_call_id=tool_call_id, runtime_id=runtime_id,
+                          agent_name=rc.agent_name)
+
+    def _tool_prepare(self, call: c.CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
+        """(parsed args, frozen original, base kwargs) — raises ToolArgumentsError."""
+        parsed = parse_arguments(args)
+        return parsed, freeze(parsed), call.as_kwargs()
+
+    def _normalize(self, call: c.CallInfo, raw: Any, error: BaseException | None,
+                   ms: float) -> NormalizedToolResult:
+        if error is not None:
+            return failure_from_exception(error, ms)
+        if is_bypassed(call.runtime_id):
+            return NormalizedToolResult(content=raw, execution_time_ms=ms, raw_result=raw)
+        ctx = self._memory_ctx(call, ms)
+        return normalize_result(self.normalizers, self.failures, raw, call.tool_name or "", ctx)
+
+    @staticmethod
+    def _memory_ctx(call: c.CallInfo, ms: float) -> MiddlewareContext:
+        return MiddlewareContext(
+            tool_name=call.tool_name or "", runtime_id=call.runtime_id or "praisonai",
+            agent_id=call.agent_name, session_id=call.session_id, execution_time_ms=ms,
+            metadata={"tool_call_id": call.tool_call_id, "turn_id": call.turn_id},
+        )
+
+    def _post_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
+                      model_result: Any, normalized: NormalizedToolResult, status: str
+                      ) -> dict[str, Any]:
+        err = normalized.raw_result if isinstance(normalized.raw_result, BaseException) else None
+        return {**kw, "args": effective, "result": model_result, "normalized": normalized,
+                "duration_ms": normalized.execution_time_ms, "status": status,
+                "error_type": type(err).__qualname__ if err is not None else (
+                    "plugin_block" if status == "blocked" else None),
+                "error_message": normalized.error_message,
+                "middleware_trace": freeze(call.middleware_trace)}
+
+    def _record_memory(self, call: c.CallInfo, normalized: NormalizedToolResult) -> None:
+        if not self.memory_adapters:
+            return
+        ctx = self._memory_ctx(call, normalized.execution_time_ms)
+        for adapter in self.memory_adapters:
+            try:
+                adapter.record_tool_result(normalized, ctx)
+            except Exception as exc:
+                self.failures.record(MEMORY, "record_tool_result", type(adapter).__name__,
+                                     f"memory adapter raised: {describe(exc)}", exc)
+
+    def _finish_tool(self, call: c.CallInfo, normalized: NormalizedToolResult,
+                     status: str) -> tuple[Any, str]:
+        if self.observer is not None:
+            self.observer.tool_result(call, normalized)
+        if status == "blocked":
+            return normalized.content, status
+        return normalized.model_text(), status
+
+    def _run_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
+                  raise_errors: bool) -> Any:
+        reg, obs, failures = self.registry, self.observer, self.failures
+        try:
+            parsed, original, kw = self._tool_prepare(call, args)
+        except ToolArgumentsError as exc:
+            return self._bad_arguments(call, args, exc, raise_errors)
+        effective = original
+        if reg.middleware(c.TOOL_REQUEST):
+            effective = run_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST), call,
+                                     original, original, {**kw}, obs, failures)
+        trace = freeze(call.middleware_trace)
+        pre = fire_hooks(reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                         {**kw, "args": effective, "middleware_trace": trace}, obs, failures)
+        blocked = block_directive(pre)
+        error: BaseException | None = None
+        if blocked is not None:
+            normalized = NormalizedToolResult(content=blocked, success=False,
+                                              error_message=blocked,
+                                              metadata={"otelmw.blocked": True})
+            status = "blocked"
+        else:
+            base = terminal_for(execute, parsed, original)
+            elapsed = [0.0]
+
+            def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
+                t0 = time.perf_counter()
+                try:
+                    return base(p)
+                finally:
+                    elapsed[0] += time.perf_counter() - t0
+
+            layers = reg.middleware(c.TOOL_EXECUTION)
+            raw: Any = None
+            try:
+                if layers:
+                    raw = run_execution(layers, call, "args", effective,
+                                        {**kw, "original_args": original}, terminal, obs,
+                                        failures)
+                else:
+                    raw = terminal(effective)
+            except Exception as exc:
+                error = exc
+            ms = elapsed[0] * 1000.0
+            normalized = self._normalize(call, raw, error, ms)
+            status = "ok" if normalized.success else "error"
+        model_result, status = self._finish_tool(call, normalized, status)
+        payload = self._post_payload(call, kw, effective, model_result, normalized, status)
+        fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs, failures)
+        self._record_memory(call, normalized)
+        transformed = first_string(fire_hooks(reg.hooks(c.TRANSFORM_TOOL_RESULT), call,
+                                              c.TRANSFORM_TOOL_RESULT, payload, obs, failures))
+        if error is not None and raise_errors:
+            raise error
+        return transformed if transformed is not None else model_result
+
+    def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
+                       raise_errors: bool) -> Any:
+        normalized = failure_from_exception(exc, 0.0)
+        model_result, status = self._finish_tool(call, normalized, "error")
+        kw = call.as_kwargs()
+        payload = self._post_payload(call, kw, args, model_result, normalized, status)
+        fire_hooks(self.registry.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload,
+                   self.observer, self.failures)
+        self._record_memory(call, normalized)
+        if raise_errors:
+            raise exc
+        return model_result
+
+    async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
+                        tool_call_id: str | None = None, runtime_id: str | None = None,
+                        raise_errors: bool = False) -> Any:
+        """Async twin of ``run_tool``: identical normalization and hooks."""
+        if runtime_id is None:
+            runtime_id = c.current_runtime_context().runtime_id
+        if type(args) is dict and not self._tool_active(runtime_id):
+            try:
+                r = execute(args)
+                return await r if isawaitable(r) else r
+            except Exception as exc:
+                if raise_errors:
+                    raise
+                return failure_from_exception(exc, 0.0).model_text()
+        call = self._tool_call(tool_name, tool_call_id, runtime_id)
+        obs = self.observer
+        if obs is not None:
+            obs.call_started(call, args)
+        try:
+            result = await self._arun_tool(call, args, execute, raise_errors)
+        except BaseException as exc:
+            if obs is not None:
+                obs.call_finished(call, None, exc)
+            raise
+        return obs.call_finished(call, result, None) if obs is not None else result
+
+    async def _arun_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
+                         raise_errors: bool) -> Any:
+        reg, obs, failures = self.registry, self.observer, self.failures
+        try:
+            parsed, original, kw = self._tool_prepare(call, args)
+        except ToolArgumentsError as exc:
+            normalized = failure_from_exception(exc, 0.0)
+            model_result, status = self._finish_tool(call, normalized, "error")
+            payload = self._post_payload(call, call.as_kwargs(), args, model_result, normalized,
+                                         status)
+            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload,
+                              obs, failures)
+            self._record_memory(call, normalized)
+            if raise_errors:
+                raise
+            return model_result
+        effective = original
+        if reg.middleware(c.TOOL_REQUEST):
+            effective = await arun_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST),
+                                            call, original, original, {**kw}, obs, failures)
+        trace = freeze(call.middleware_trace)
+        pre = await afire_hooks(reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                                {**kw, "args": effective, "middleware_trace": trace}, obs,
+                                failures)
+        blocked = block_directive(pre)
+        error: BaseException | None = None
+        if blocked is not None:
+            normalized = NormalizedToolResult(content=blocked, success=False,
+                                              error_message=blocked,
+                                              metadata={"otelmw.blocked": True})
+            status = "blocked"
+        else:
+            base = terminal_for(execute, parsed, original)
+            elapsed = [0.0]
+
+            async def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
+                t0 = time.perf_counter()
+                try:
+                    r = base(p)
+                    return (await r) if isawaitable(r) else r
+                finally:
+                    elapsed[0] += time.perf_counter() - t0
+
+            layers = reg.middleware(c.TOOL_EXECUTION)
+            raw: Any = None
+            try:
+                if layers:
+                    raw = await arun_execution(layers, call, "args", effective,
+                                               {**kw, "original_args": original}, terminal,
+                                               obs, failures)
+                else:
+                    raw = await terminal(effective)
+            except Exception as exc:
+                error = exc
+            ms = elapsed[0] * 1000.0
+            normalized = self._normalize(call, raw, error, ms)
+            status = "ok" if normalized.success else "error"
+        model_result, status = self._finish_tool(call, normalized, status)
+        payload = self._post_payload(call, kw, effective, model_result, normalized, status)
+        await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
+                          failures)
+        self._record_memory(call, normalized)
+        transformed = first_string(await afire_hooks(
+            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+            failures))
+        if error is not None and raise_errors:
+            raise error
+        return transformed if transformed is not None else model_result
+
