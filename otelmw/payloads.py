@@ -69,7 +69,10 @@ def freeze(value: Any) -> Any:
     """
     if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
         return value
-    return _freeze(value, {})
+    try:
+        return _freeze(value, {})
+    except RecursionError:  # absurdly deep: hand it on unprotected rather than fail the call
+        return value
 
 
 def _freeze(value: Any, memo: dict[int, Any]) -> Any:
@@ -99,7 +102,10 @@ def _freeze(value: Any, memo: dict[int, Any]) -> Any:
 
 def thaw(value: Any) -> Any:
     """Mutable copy of a frozen view; plain containers inside are copied too."""
-    return _thaw(value, {})
+    try:
+        return _thaw(value, {})
+    except RecursionError:
+        return value
 
 
 def _thaw(value: Any, memo: dict[int, Any]) -> Any:

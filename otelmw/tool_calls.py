@@ -45,7 +45,7 @@ def parse_arguments(args: Any) -> dict[str, Any]:
     if isinstance(args, str):
         try:
             value = json.loads(args)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep JSON
             raise ToolArgumentsError(f"tool arguments are not valid JSON: {exc}") from None
         if not isinstance(value, dict):
             raise ToolArgumentsError(

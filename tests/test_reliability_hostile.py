@@ -751,18 +751,13 @@ def test_digest_render_normalize_never_raise_and_stay_bounded() -> None:
         assert n.raw_result is value
 
 
-# --------------------------------------------------- known bugs (reported, not fixed here)
-@pytest.mark.xfail(strict=True, reason="pipeline.parse_arguments lets RecursionError from "
-                   "json.loads escape run_tool (only ValueError is caught); report #1")
+# ------------------------------------------------------------ absurdly deep inputs
 def test_deeply_nested_json_arguments_become_a_tool_error() -> None:
     pipe = Pipeline()
     got = pipe.run_tool("t", "[" * 100_000, lambda a: "ran")
     assert isinstance(got, str) and got.startswith("Tool Error: ")
 
 
-@pytest.mark.xfail(strict=True, reason="payloads.freeze recurses: deeply nested host "
-                   "arguments raise RecursionError out of run_tool once middleware is "
-                   "registered; report #2")
 def test_deeply_nested_dict_arguments_reach_the_tool() -> None:
     pipe = Pipeline()
     pipe.registry.add_middleware("tool_execution", lambda **kw: kw["next_call"](), "p")

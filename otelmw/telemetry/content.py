@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .digests import _json_default
+
+_RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_default)
 
 NO_CONTENT: Final = "NO_CONTENT"
 SPAN_ONLY: Final = "SPAN_ONLY"
@@ -101,21 +104,34 @@ class ContentPolicy:
         return cls(mode, max_length)
 
     def render(self, value: Any) -> str:
-        """Serialize, redact and truncate one captured value. Never raises."""
+        """Serialize (bounded), redact, truncate and clean one captured value.
+        Never raises; the cost is bounded by ``max_length`` whatever the value."""
+        cap = self.max_length * 4
         try:
-            text = value if isinstance(value, str) else json.dumps(
-                value, ensure_ascii=False, default=_json_default, sort_keys=True)
+            if isinstance(value, str):
+                text = value[:cap]
+            elif isinstance(value, bytes | bytearray | memoryview):
+                text = bytes(value[:cap]).decode("utf-8", "replace")
+            else:
+                parts: list[str] = []
+                size = 0
+                for chunk in _RENDER.iterencode(value):  # stops early on huge values
+                    parts.append(chunk)
+                    size += len(chunk)
+                    if size >= cap:
+                        break
+                text = "".join(parts)[:cap]
         except Exception:
             try:
-                text = repr(value)
+                text = reprlib.repr(value)
             except Exception:
                 text = f"<{type(value).__name__}>"
-        if len(text) > self.max_length * 4:  # bound the redaction cost too
-            text = text[: self.max_length * 4]
         try:
             text = _redactor(text)
         except Exception:
             text = default_redactor(text)
         if len(text) > self.max_length:
             text = text[: self.max_length - 15] + "…[truncated]"
+        if not text.isascii():  # lone surrogates would make the OTLP batch fail
+            text = text.encode("utf-8", "replace").decode("utf-8")
         return text

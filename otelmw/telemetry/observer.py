@@ -59,13 +59,28 @@ def error_type(exc: BaseException) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def _c(value: Any, limit: int = 256) -> Any:
+    """A host-provided name/id made safe for OTLP: bounded, valid UTF-8 (a lone
+    surrogate would make protobuf reject the whole export batch)."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > limit:
+        value = value[:limit]
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
 def _short(text: Any, limit: int = _MAX_STR) -> str:
     try:
         s = text if isinstance(text, str) else str(text)
     except Exception:
         s = "<unprintable>"
     s = default_redactor(s[: limit * 2])
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    return _c(s if len(s) <= limit else s[: limit - 1] + "…", limit)
 
 
 def _flatten_metadata(meta: Any) -> dict[str, Any]:
@@ -75,11 +90,11 @@ def _flatten_metadata(meta: Any) -> dict[str, Any]:
     for key, value in meta.items():
         if len(out) >= _MAX_META_KEYS:
             break
-        k = a.OTELMW_RESULT_METADATA_PREFIX + str(key)[:64]
+        k = a.OTELMW_RESULT_METADATA_PREFIX + _c(str(key), 64)
         if isinstance(value, bool | int | float):
             out[k] = value
         elif isinstance(value, str):
-            out[k] = value[:256]
+            out[k] = _c(value)
     return out
 
 
@@ -179,26 +194,27 @@ class TelemetryObserver:
 
     def _start_chat(self, call: CallInfo, request: Any) -> None:
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_CHAT,
-                                 a.GEN_AI_PROVIDER_NAME: call.provider or "unknown"}
-        if call.model:
-            attrs[a.GEN_AI_REQUEST_MODEL] = call.model
-        name = f"chat {call.model}" if call.model else "chat"
+                                 a.GEN_AI_PROVIDER_NAME: _c(call.provider) or "unknown"}
+        model = _c(call.model)
+        if model:
+            attrs[a.GEN_AI_REQUEST_MODEL] = model
+        name = f"chat {model}" if model else "chat"
         span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         metric_attrs = dict(attrs)
         # server.address/port are metric attributes too (GenAI conventions),
         # whether or not the span is sampled.
         if call.server_address:
-            metric_attrs[a.SERVER_ADDRESS] = call.server_address
+            metric_attrs[a.SERVER_ADDRESS] = _c(call.server_address)
             if call.server_port:
                 metric_attrs[a.SERVER_PORT] = call.server_port
         if span.is_recording():
             extra = self._ids(call)
             if call.api_request_id:
-                extra[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+                extra[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
             if call.api_mode:
-                extra[a.OTELMW_API_MODE] = call.api_mode
+                extra[a.OTELMW_API_MODE] = _c(call.api_mode)
             if call.server_address:
-                extra[a.SERVER_ADDRESS] = call.server_address
+                extra[a.SERVER_ADDRESS] = _c(call.server_address)
             if call.server_port:
                 extra[a.SERVER_PORT] = call.server_port
             if isinstance(request, dict):
@@ -217,7 +233,7 @@ class TelemetryObserver:
         call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
 
     def _start_tool(self, call: CallInfo, args: Any) -> None:
-        tool = call.tool_name or "unknown"
+        tool = _c(call.tool_name) or "unknown"
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
                                  a.GEN_AI_TOOL_NAME: tool}
         span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
@@ -225,11 +241,11 @@ class TelemetryObserver:
             extra = self._ids(call)
             extra[a.GEN_AI_TOOL_TYPE] = "function"
             if call.tool_call_id:
-                extra[a.GEN_AI_TOOL_CALL_ID] = call.tool_call_id
+                extra[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
             if call.runtime_id:
-                extra[a.OTELMW_RUNTIME_ID] = call.runtime_id
+                extra[a.OTELMW_RUNTIME_ID] = _c(call.runtime_id)
             if call.api_request_id:
-                extra[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+                extra[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
@@ -241,11 +257,11 @@ class TelemetryObserver:
     def _ids(call: CallInfo) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if call.session_id:
-            out[a.GEN_AI_CONVERSATION_ID] = call.session_id
+            out[a.GEN_AI_CONVERSATION_ID] = _c(call.session_id)
         if call.turn_id:
-            out[a.OTELMW_TURN_ID] = call.turn_id
+            out[a.OTELMW_TURN_ID] = _c(call.turn_id)
         if call.task_id:
-            out[a.OTELMW_TASK_ID] = call.task_id
+            out[a.OTELMW_TASK_ID] = _c(call.task_id)
         return out
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
@@ -306,15 +322,16 @@ class TelemetryObserver:
         duration = time.perf_counter() - op.start
         mattrs = op.attrs
         if facts.model:
-            mattrs[a.GEN_AI_RESPONSE_MODEL] = facts.model
+            mattrs[a.GEN_AI_RESPONSE_MODEL] = _c(facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}
             if facts.response_id:
-                attrs[a.GEN_AI_RESPONSE_ID] = facts.response_id
+                attrs[a.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
             if facts.model:
-                attrs[a.GEN_AI_RESPONSE_MODEL] = facts.model
+                attrs[a.GEN_AI_RESPONSE_MODEL] = _c(facts.model)
             if facts.finish_reasons:
-                attrs[a.GEN_AI_RESPONSE_FINISH_REASONS] = facts.finish_reasons[:16]
+                attrs[a.GEN_AI_RESPONSE_FINISH_REASONS] = [
+                    _c(r, 64) for r in facts.finish_reasons[:16]]
             if facts.input_tokens is not None:
                 attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
             if facts.output_tokens is not None:
@@ -388,8 +405,8 @@ class TelemetryObserver:
             span.set_status(Status(StatusCode.ERROR, _short(raw, 256)))
             op.attrs[a.ERROR_TYPE] = et
         self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
-                                       a.OTELMW_RUNTIME_ID: call.runtime_id or "native",
-                                       a.GEN_AI_TOOL_NAME: call.tool_name or "unknown"})
+                                       a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
+                                       a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
     # ------------------------------------------------------------- middleware
     def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
@@ -440,12 +457,12 @@ class TelemetryObserver:
         try:
             extra: dict[str, Any] = {}
             if outcome == REWRITTEN:
-                extra[a.OTELMW_REWRITE_CHANGED_KEYS] = changed_keys[:64]
-                src = source or token[3].plugin
-                extra[a.OTELMW_REWRITE_SOURCE] = src[:256]
+                extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128) for k in changed_keys[:64]]
+                src = _c(source or token[3].plugin)
+                extra[a.OTELMW_REWRITE_SOURCE] = src
                 if reason:
-                    extra[a.OTELMW_REWRITE_REASON] = reason[:_MAX_STR]
-                self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src[:256],
+                    extra[a.OTELMW_REWRITE_REASON] = _c(reason, _MAX_STR)
+                self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
                                            a.OTELMW_MIDDLEWARE_KIND: token[3].kind})
             elif outcome == FAILED and error is None:
                 extra[a.ERROR_TYPE] = "bad_return_shape"
@@ -465,7 +482,7 @@ class TelemetryObserver:
     # ------------------------------------------------------------------ turns
     def turn_started(self, turn: RuntimeContext) -> Any:
         try:
-            name = turn.agent_name or "agent"
+            name = _c(turn.agent_name) or "agent"
             attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
                                      a.GEN_AI_AGENT_NAME: name}
             if turn.session_id:
@@ -526,14 +543,14 @@ class TelemetryObserver:
         }
         attrs.update(self._ids(call))
         if call.api_request_id:
-            attrs[a.OTELMW_API_REQUEST_ID] = call.api_request_id
+            attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
         if call.operation == "chat":
             if call.model:
-                attrs[a.GEN_AI_REQUEST_MODEL] = call.model
+                attrs[a.GEN_AI_REQUEST_MODEL] = _c(call.model)
         elif call.operation == "execute_tool":  # (agent-level host hooks carry neither)
-            attrs[a.GEN_AI_TOOL_NAME] = call.tool_name or "unknown"
+            attrs[a.GEN_AI_TOOL_NAME] = _c(call.tool_name) or "unknown"
             if call.tool_call_id:
-                attrs[a.GEN_AI_TOOL_CALL_ID] = call.tool_call_id
+                attrs[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
         trace_entries = payload.get("middleware_trace")
         if trace_entries:
             attrs[a.OTELMW_MIDDLEWARE_TRACE] = json.dumps(trace_entries, default=str)[:4096]

@@ -22,7 +22,10 @@ def get(obj: Any, key: str) -> Any:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A plausible token count (OTLP int64, non-negative) or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    return None
 
 
 @dataclass(slots=True)
