@@ -108,6 +108,8 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # Instrumentation waits until the host's top-level package is imported, so a
     # program that never uses the host does not pay for importing it.
     root_module: str | None = None
+    _pending = False
+    _generation = 0
 
     def _instrument(self, **kwargs: Any) -> None:
         ensure_observer()

@@ -80,7 +80,7 @@ def _short(text: Any, limit: int = _MAX_STR) -> str:
     except Exception:
         s = "<unprintable>"
     s = default_redactor(s[: limit * 2])
-    return _c(s if len(s) <= limit else s[: limit - 1] + "…", limit)
+    return str(_c(s if len(s) <= limit else s[: limit - 1] + "…", limit))
 
 
 def _flatten_metadata(meta: Any) -> dict[str, Any]:
@@ -410,9 +410,9 @@ class TelemetryObserver:
 
     # ------------------------------------------------------------- middleware
     def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        attrs = {a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
-                 a.OTELMW_MIDDLEWARE_POSITION: position,
-                 a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
+        attrs: dict[str, Any] = {
+            a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
+            a.OTELMW_MIDDLEWARE_POSITION: position, a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
         span = self.tracer.start_span(f"{layer.kind} {layer.name}", kind=_INTERNAL,
                                       attributes=attrs)
         token = attach(trace.set_span_in_context(span))

@@ -39,9 +39,9 @@ def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
     target = endpoint.split("://", 1)[-1]
     channel = grpc.insecure_channel(target)
     return channel, {
-        "traces": trace_service_pb2_grpc.TraceServiceStub(channel),
-        "metrics": metrics_service_pb2_grpc.MetricsServiceStub(channel),
-        "logs": logs_service_pb2_grpc.LogsServiceStub(channel),
+        "traces": trace_service_pb2_grpc.TraceServiceStub(channel),  # type: ignore[no-untyped-call]
+        "metrics": metrics_service_pb2_grpc.MetricsServiceStub(channel),  # type: ignore[no-untyped-call]
+        "logs": logs_service_pb2_grpc.LogsServiceStub(channel),  # type: ignore[no-untyped-call]
     }
 
 

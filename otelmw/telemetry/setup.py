@@ -13,6 +13,7 @@ installed are used as they are (otelmw adds no processors to them).
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -139,7 +140,7 @@ class Telemetry:
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         ms = int(timeout_s * 1000)
-        return _bounded([lambda p=p: p.force_flush(ms) for p in self.owned], timeout_s)
+        return _bounded([functools.partial(p.force_flush, ms) for p in self.owned], timeout_s)
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
         """Flush and stop otelmw's providers; returns False if the deadline hit."""

@@ -20,7 +20,7 @@ class StreamFinisher(Protocol):
     def end(self, ended_by: str, error: BaseException | None = None) -> None: ...
 
 
-class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     """Sync iterator proxy."""
 
     def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
@@ -77,7 +77,7 @@ class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_end("abandoned")
 
 
-class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     """Async iterator proxy (OpenAI ``AsyncStream``, Anthropic async streams,
     async generators)."""
 
