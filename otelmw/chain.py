@@ -123,7 +123,7 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
         err: BaseException | None = None
         try:
             ret = layer.callback(**step.kw)
-            if inspect.isawaitable(ret):
+            if ret is not None and inspect.isawaitable(ret):
                 _close_awaitable(ret)
                 ret = None
                 raise AsyncMiddlewareInSyncCallError(
@@ -215,7 +215,7 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
         token = obs.wrapper_started(call, layer, i) if obs is not None else None
         try:
             result = layer.callback(**kw)
-            if inspect.isawaitable(result) and frame.state == _NOT_CALLED:
+            if frame.state == _NOT_CALLED and inspect.isawaitable(result):
                 _close_awaitable(result)
                 raise AsyncMiddlewareInSyncCallError(
                     "async execution middleware cannot run in a synchronous call")

@@ -11,7 +11,7 @@ from . import contract as c
 from .callstate import _current_llm_call, _last_api_request_id, _reset, isawaitable, terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import FailureLog, safe_str
-from .hooks import afire_hooks, fire_hooks
+from .hooks import afire_hooks, fire_hooks, hooks_wanted
 from .memory import MemoryAdapter
 from .observe import PipelineObserver
 from .payloads import freeze
@@ -92,30 +92,38 @@ class LLMCalls:
 
     def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
+        hooked = hooks_wanted(obs, reg.hooks(c.PRE_API_REQUEST), reg.hooks(c.POST_API_REQUEST),
+                              reg.hooks(c.API_REQUEST_ERROR))
+        if not reg.llm_active and not hooked:  # observer only: just the base call
+            return execute(request)
         original, kw = self._llm_prepare(call, request)
         effective = original
         if reg.middleware(c.LLM_REQUEST):
             effective = run_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
                                      original, original, dict(kw), obs, failures)
         started = time.time()
-        payload = self._api_payload(call, kw, effective, started)
-        fire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs, failures)
+        payload = self._api_payload(call, kw, effective, started) if hooked else None
+        if payload is not None:
+            fire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs,
+                       failures)
         terminal = terminal_for(execute, request, original)
         layers = reg.middleware(c.LLM_EXECUTION)
         try:
             if layers:
                 ekw = {**kw, "original_request": original,
-                       "middleware_trace": payload["middleware_trace"]}
+                       "middleware_trace": freeze(call.middleware_trace)}
                 result = run_execution(layers, call, "request", effective, ekw, terminal,
                                        obs, failures)
             else:
                 result = terminal(effective)
         except Exception as exc:
-            fire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
-                       self._error_payload(payload, exc, started), obs, failures)
+            if payload is not None:
+                fire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                           self._error_payload(payload, exc, started), obs, failures)
             raise
-        fire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
-                   self._response_payload(payload, result, started), obs, failures)
+        if payload is not None:
+            fire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+                       self._response_payload(payload, result, started), obs, failures)
         return result
 
     @staticmethod
@@ -162,21 +170,27 @@ class LLMCalls:
     async def _arun_llm(self, call: c.CallInfo, request: Any,
                         execute: Callable[[Any], Any]) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
+        hooked = hooks_wanted(obs, reg.hooks(c.PRE_API_REQUEST), reg.hooks(c.POST_API_REQUEST),
+                              reg.hooks(c.API_REQUEST_ERROR))
+        if not reg.llm_active and not hooked:  # observer only: just the base call
+            r = execute(request)
+            return (await r) if isawaitable(r) else r
         original, kw = self._llm_prepare(call, request)
         effective = original
         if reg.middleware(c.LLM_REQUEST):
             effective = await arun_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
                                             original, original, dict(kw), obs, failures)
         started = time.time()
-        payload = self._api_payload(call, kw, effective, started)
-        await afire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs,
-                          failures)
+        payload = self._api_payload(call, kw, effective, started) if hooked else None
+        if payload is not None:
+            await afire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload,
+                              obs, failures)
         terminal = terminal_for(execute, request, original)
         layers = reg.middleware(c.LLM_EXECUTION)
         try:
             if layers:
                 ekw = {**kw, "original_request": original,
-                       "middleware_trace": payload["middleware_trace"]}
+                       "middleware_trace": freeze(call.middleware_trace)}
                 result = await arun_execution(layers, call, "request", effective, ekw, terminal,
                                               obs, failures)
             else:
@@ -184,11 +198,13 @@ class LLMCalls:
                 if isawaitable(result):
                     result = await result
         except Exception as exc:
-            await afire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
-                              self._error_payload(payload, exc, started), obs, failures)
+            if payload is not None:
+                await afire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                                  self._error_payload(payload, exc, started), obs, failures)
             raise
-        await afire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
-                          self._response_payload(payload, result, started), obs, failures)
+        if payload is not None:
+            await afire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+                              self._response_payload(payload, result, started), obs, failures)
         return result
 
     # ----------------------------------------------------------------- tools

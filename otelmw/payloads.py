@@ -69,10 +69,22 @@ def freeze(value: Any) -> Any:
     """
     if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
         return value
+    if type(value) is list and not value:
+        return _EMPTY_LIST
+    if type(value) is dict:  # flat dict of scalars (typical tool args): one copy, no memo
+        for v in value.values():
+            if type(v) not in _SCALARS:
+                break
+        else:
+            return FrozenDict(value)
     try:
         return _freeze(value, {})
     except RecursionError:  # absurdly deep: hand it on unprotected rather than fail the call
         return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+_EMPTY_LIST = FrozenList()
 
 
 def _freeze(value: Any, memo: dict[int, Any]) -> Any:

@@ -13,7 +13,7 @@ from . import contract as c
 from .callstate import _last_api_request_id, isawaitable, terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import MEMORY, FailureLog, describe
-from .hooks import afire_hooks, block_directive, fire_hooks, first_string
+from .hooks import afire_hooks, block_directive, fire_hooks, first_string, hooks_wanted
 from .memory import MemoryAdapter
 from .observe import PipelineObserver
 from .payloads import freeze
@@ -178,10 +178,12 @@ class ToolCalls:
         if reg.middleware(c.TOOL_REQUEST):
             effective = run_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST), call,
                                      original, original, {**kw}, obs, failures)
-        trace = freeze(call.middleware_trace)
-        pre = fire_hooks(reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
-                         {**kw, "args": effective, "middleware_trace": trace}, obs, failures)
-        blocked = block_directive(pre)
+        blocked = None
+        if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
+            trace = freeze(call.middleware_trace)
+            blocked = block_directive(fire_hooks(
+                reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
             normalized = NormalizedToolResult(content=blocked, success=False,
@@ -214,11 +216,17 @@ class ToolCalls:
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
         model_result, status = self._finish_tool(call, normalized, status)
-        payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-        fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs, failures)
-        self._record_memory(call, normalized)
-        transformed = first_string(fire_hooks(reg.hooks(c.TRANSFORM_TOOL_RESULT), call,
-                                              c.TRANSFORM_TOOL_RESULT, payload, obs, failures))
+        transformed = None
+        if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
+            payload = self._post_payload(call, kw, effective, model_result, normalized, status)
+            fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
+                       failures)
+            self._record_memory(call, normalized)
+            transformed = first_string(fire_hooks(reg.hooks(c.TRANSFORM_TOOL_RESULT), call,
+                                                  c.TRANSFORM_TOOL_RESULT, payload, obs,
+                                                  failures))
+        else:
+            self._record_memory(call, normalized)
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
@@ -282,11 +290,12 @@ class ToolCalls:
         if reg.middleware(c.TOOL_REQUEST):
             effective = await arun_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST),
                                             call, original, original, {**kw}, obs, failures)
-        trace = freeze(call.middleware_trace)
-        pre = await afire_hooks(reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
-                                {**kw, "args": effective, "middleware_trace": trace}, obs,
-                                failures)
-        blocked = block_directive(pre)
+        blocked = None
+        if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
+            trace = freeze(call.middleware_trace)
+            blocked = block_directive(await afire_hooks(
+                reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
             normalized = NormalizedToolResult(content=blocked, success=False,
@@ -320,13 +329,17 @@ class ToolCalls:
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
         model_result, status = self._finish_tool(call, normalized, status)
-        payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-        await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
-                          failures)
-        self._record_memory(call, normalized)
-        transformed = first_string(await afire_hooks(
-            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures))
+        transformed = None
+        if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
+            payload = self._post_payload(call, kw, effective, model_result, normalized, status)
+            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
+                              failures)
+            self._record_memory(call, normalized)
+            transformed = first_string(await afire_hooks(
+                reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+                failures))
+        else:
+            self._record_memory(call, normalized)
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result

@@ -62,9 +62,15 @@ def sdk_llm_wrapper(provider: str, api_mode: str, *, is_async: bool) -> Wrapper:
     """Wrapper for an SDK ``create`` method: pipeline + ``chat`` span, or — when a
     host-level ``chat`` call is already in flight — enrichment of that span only."""
 
+    last: list[Any] = [(None, (None, None))]  # one-entry cache keyed by URL identity
+
     def _server(instance: Any) -> tuple[str | None, int | None]:
-        client = getattr(instance, "_client", None)
-        return server_of(getattr(client, "base_url", None))
+        url = getattr(getattr(instance, "_client", None), "base_url", None)
+        cached_url, server = last[0]  # read the pair once: safe across threads
+        if url is None or url is not cached_url:
+            server = server_of(url)
+            last[0] = (url, server)
+        return server  # type: ignore[no-any-return]
 
     def traced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:

@@ -45,6 +45,7 @@ import os
 from typing import Any, Final
 
 _DEFAULT_MAX: Final = 4 * 1024 * 1024
+_sha256 = hashlib.sha256
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _JSON_TYPES = (dict, list, tuple, *_JSON_SCALARS)
 
@@ -103,6 +104,10 @@ def _hex(h: Any) -> str:
 def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
     """``(digest, size)`` of ``value``'s canonical serialization. Never raises."""
     limit = MAX_BYTES if max_bytes is None else max_bytes
+    t = type(value)
+    if (t is str or t is bytes) and len(value) <= 4096 and limit >= 16384:  # common case
+        data = value.encode("utf-8", "surrogatepass") if t is str else value
+        return "sha256:" + _sha256(data).hexdigest(), len(data)
     try:
         return _digest(value, limit)
     except Exception:
@@ -123,8 +128,11 @@ def _digest(value: Any, limit: int) -> tuple[str, int]:
         # Over the cap: sampled by characters, as documented (not by UTF-8 bytes).
         half = limit // 2
         h = hashlib.sha256(f"{len(value)}:".encode())
-        h.update(value[:half].encode("utf-8", "surrogatepass"))
-        h.update(value[-half:].encode("utf-8", "surrogatepass"))
+        n = len(value)
+        # 64 Ki-character slices: no multi-MiB temporary per sample.
+        for lo, hi in ((0, half), (n - half, n)):
+            for start in range(lo, hi, 65536):
+                h.update(value[start:min(start + 65536, hi)].encode("utf-8", "surrogatepass"))
         return "sha256-sampled:" + _hex(h), len(value)
     if t is bytes or t is bytearray or t is memoryview:
         return _bytes_digest(value, limit)
@@ -234,8 +242,42 @@ def _prefix_digest(value: Any, limit: int) -> tuple[str, int]:
     return "sha256:" + _hex(h), size
 
 
+_FLAT_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _small_flat(value: Any) -> bool:
+    """A short container of scalars/short strings: surely under any cap, so the
+    bounded walk of ``_fits`` can be skipped."""
+    t = type(value)
+    if t is dict:
+        if len(value) > 64:
+            return False
+        for k, v in value.items():
+            if type(k) is not str or len(k) > 256:
+                return False
+            tv = type(v)
+            if tv is str:
+                if len(v) > 1024:
+                    return False
+            elif tv not in _FLAT_SCALARS:
+                return False
+        return True
+    if t is list or t is tuple:
+        if len(value) > 64:
+            return False
+        for v in value:
+            tv = type(v)
+            if tv is str:
+                if len(v) > 1024:
+                    return False
+            elif tv not in _FLAT_SCALARS:
+                return False
+        return True
+    return False
+
+
 def _json_digest(value: Any, limit: int) -> tuple[str, int]:
-    if _fits(value, limit):
+    if _small_flat(value) or _fits(value, limit):
         try:
             data = _encode(value).encode("utf-8", "surrogatepass")
         except (ValueError, TypeError, RecursionError):

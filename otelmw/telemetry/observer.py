@@ -156,6 +156,9 @@ class TelemetryObserver:
         self.content = content if content is not None else ContentPolicy.from_env()
         # Which hook firings become log records (read by ``otelmw.hooks``).
         self.hook_events = hook_events_mode(hook_events)
+        # Per-layer constants (span name, start attributes, metric attributes by
+        # outcome), keyed by id(layer) and checked by identity.
+        self._layers: dict[int, tuple[Layer, int, str, dict[str, Any], dict[str, Any]]] = {}
         self.failures = failures
         if failures is not None:
             failures.add_listener(self.on_failure)
@@ -199,36 +202,33 @@ class TelemetryObserver:
         if model:
             attrs[a.GEN_AI_REQUEST_MODEL] = model
         name = f"chat {model}" if model else "chat"
-        span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         metric_attrs = dict(attrs)
         # server.address/port are metric attributes too (GenAI conventions),
         # whether or not the span is sampled.
         if call.server_address:
-            metric_attrs[a.SERVER_ADDRESS] = _c(call.server_address)
+            metric_attrs[a.SERVER_ADDRESS] = attrs[a.SERVER_ADDRESS] = _c(call.server_address)
             if call.server_port:
-                metric_attrs[a.SERVER_PORT] = call.server_port
-        if span.is_recording():
-            extra = self._ids(call)
-            if call.api_request_id:
-                extra[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
-            if call.api_mode:
-                extra[a.OTELMW_API_MODE] = _c(call.api_mode)
-            if call.server_address:
-                extra[a.SERVER_ADDRESS] = _c(call.server_address)
-            if call.server_port:
-                extra[a.SERVER_PORT] = call.server_port
-            if isinstance(request, dict):
-                for key, attr in (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
-                                  ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
-                                  ("stream", a.GEN_AI_REQUEST_STREAM)):
-                    v = request.get(key)
-                    if isinstance(v, bool | int | float):
-                        extra[attr] = v
-                if self.content.on_spans:
-                    msgs = request.get("messages", request.get("input"))
-                    if msgs is not None:
-                        extra[a.GEN_AI_INPUT_MESSAGES] = self.content.render(msgs)
-            span.set_attributes(extra)
+                metric_attrs[a.SERVER_PORT] = attrs[a.SERVER_PORT] = call.server_port
+        # The cheap ids go in with start_span (one attribute set instead of two);
+        # only content, the costly part, waits for is_recording().
+        if call.session_id or call.turn_id or call.task_id:
+            attrs.update(self._ids(call))
+        if call.api_request_id:
+            attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
+        if call.api_mode:
+            attrs[a.OTELMW_API_MODE] = _c(call.api_mode)
+        if type(request) is dict:
+            for key, attr in (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
+                              ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
+                              ("stream", a.GEN_AI_REQUEST_STREAM)):
+                v = request.get(key)
+                if v is not None and isinstance(v, bool | int | float):
+                    attrs[attr] = v
+        span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
+        if self.content.on_spans and isinstance(request, dict) and span.is_recording():
+            msgs = request.get("messages", request.get("input"))
+            if msgs is not None:
+                span.set_attribute(a.GEN_AI_INPUT_MESSAGES, self.content.render(msgs))
         token = attach(trace.set_span_in_context(span))
         call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
 
@@ -409,14 +409,35 @@ class TelemetryObserver:
                                        a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
     # ------------------------------------------------------------- middleware
+    def _layer_info(self, layer: Layer, position: int
+                    ) -> tuple[Layer, int, str, dict[str, Any], dict[str, Any]]:
+        info = self._layers.get(id(layer))
+        if info is None or info[0] is not layer or info[1] != position:
+            attrs: dict[str, Any] = {
+                a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
+                a.OTELMW_MIDDLEWARE_POSITION: position, a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
+            if len(self._layers) > 4096:  # plugin reloads create new layers: stay bounded
+                self._layers.clear()
+            info = (layer, position, f"{layer.kind} {layer.name}", attrs, {})
+            self._layers[id(layer)] = info
+        return info
+
+    def _metric_attrs(self, info: tuple[Layer, int, str, dict[str, Any], dict[str, Any]],
+                      outcome: str) -> dict[str, Any]:
+        by_outcome = info[4]
+        m = by_outcome.get(outcome)
+        if m is None:
+            layer = info[0]
+            m = by_outcome[outcome] = {a.OTELMW_MIDDLEWARE_KIND: layer.kind,
+                                       a.OTELMW_MIDDLEWARE_NAME: layer.name,
+                                       a.OTELMW_MIDDLEWARE_OUTCOME: outcome}
+        return m
+
     def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        attrs: dict[str, Any] = {
-            a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
-            a.OTELMW_MIDDLEWARE_POSITION: position, a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
-        span = self.tracer.start_span(f"{layer.kind} {layer.name}", kind=_INTERNAL,
-                                      attributes=attrs)
+        info = self._layer_info(layer, position)
+        span = self.tracer.start_span(info[2], kind=_INTERNAL, attributes=info[3])
         token = attach(trace.set_span_in_context(span))
-        return (span, token, time.perf_counter(), layer)
+        return (span, token, time.perf_counter(), info)
 
     def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
         try:
@@ -434,20 +455,20 @@ class TelemetryObserver:
 
     def _end_layer(self, token: Any, outcome: str, error: BaseException | None,
                    extra: dict[str, Any] | None) -> None:
-        span, ctx_token, start, layer = token
+        span, ctx_token, start, info = token
         safe_detach(ctx_token)
         if span.is_recording():
-            span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
             if extra:
+                extra[a.OTELMW_MIDDLEWARE_OUTCOME] = outcome
                 span.set_attributes(extra)
+            else:
+                span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
         if error is not None:
             span.set_attribute(a.ERROR_TYPE, error_type(error))
             span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
         span.end()
-        self.inst.middleware_duration.record(
-            time.perf_counter() - start,
-            {a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
-             a.OTELMW_MIDDLEWARE_OUTCOME: outcome})
+        self.inst.middleware_duration.record(time.perf_counter() - start,
+                                             self._metric_attrs(info, outcome))
 
     def rewrite_finished(self, call: CallInfo, token: Any, outcome: str,
                          changed_keys: list[str], source: str | None, reason: str | None,
@@ -458,12 +479,12 @@ class TelemetryObserver:
             extra: dict[str, Any] = {}
             if outcome == REWRITTEN:
                 extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128) for k in changed_keys[:64]]
-                src = _c(source or token[3].plugin)
+                src = _c(source or token[3][0].plugin)
                 extra[a.OTELMW_REWRITE_SOURCE] = src
                 if reason:
                     extra[a.OTELMW_REWRITE_REASON] = _c(reason, _MAX_STR)
                 self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
-                                           a.OTELMW_MIDDLEWARE_KIND: token[3].kind})
+                                           a.OTELMW_MIDDLEWARE_KIND: token[3][0].kind})
             elif outcome == FAILED and error is None:
                 extra[a.ERROR_TYPE] = "bad_return_shape"
             self._end_layer(token, outcome, error, extra)
