@@ -337,3 +337,25 @@ def test_otelmw_run_does_not_import_hosts_the_program_never_uses(tmp_path: Path)
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_opentelemetry_instrument_lights_up_an_unmodified_openai_program(
+        tmp_path: Path, server: ScriptedLLMServer) -> None:
+    import shutil
+
+    launcher = shutil.which("opentelemetry-instrument")
+    assert launcher, "opentelemetry-instrument comes with opentelemetry-instrumentation"
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(PROGRAM.format(base=server.base_url)))
+    with OtlpReceiver() as rx:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OTEL_", "OTELMW_"))}
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_SERVICE_NAME="oi-app",
+                   OTELMW_HOME=str(tmp_path / "home"), OTEL_METRIC_EXPORT_INTERVAL="60000")
+        proc = subprocess.run([launcher, sys.executable, str(script)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        rx.wait_for(lambda: any(s.name == "chat gpt-run" for s in rx.spans()), timeout=30)
+        (span,) = [s for s in rx.spans() if s.name == "chat gpt-run"]
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert span.resource["service.name"] == "oi-app"
