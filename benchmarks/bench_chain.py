@@ -1,0 +1,289 @@
+"""Benchmark 2 — the middleware chain, untraced and traced, next to Hermes Agent's.
+
+Per call µs of ``Pipeline().run_llm`` / ``run_tool`` with 0, 1 or 5 layers of one
+kind (``llm_request``, ``llm_execution``, ``tool_request``, ``tool_execution``),
+trivial callbacks (request middleware returns ``None``; execution middleware
+``return next_call()``), registered through otelmw's plugin manager; untraced (no
+observer) and traced (``TelemetryObserver`` on an SDK ``TracerProvider`` +
+``BatchSpanProcessor`` onto a dropping exporter, meter/logger providers left at
+the no-op default). Side by side, Hermes Agent's own chain
+(``hermes_cli.middleware``) driven the way its agent loop drives it:
+``apply_llm_request_middleware`` then ``run_llm_execution_middleware`` (tools:
+``apply_tool_request_middleware`` then ``run_tool_execution_middleware``), the
+same callbacks registered through its ``PluginContext.register_middleware``.
+
+In each traced process the cost of one span is measured on the same provider:
+"bare" (``start_span(name)`` + ``end()``) and "contract" (the span a middleware
+layer must carry: ``start_span`` with its 4 attributes, attach/detach, the
+outcome attribute, ``end()``).
+
+Targets: untraced otelmw ≤ 0.5 × Hermes per call at 1 and 5 layers; each traced
+layer, (traced(N) − traced(0)) / N, ≤ one span + 2 µs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("HERMES_HOME", tempfile.mkdtemp(prefix="otelmw-bench-hermes-"))
+os.environ.setdefault("OTELMW_HOME", tempfile.mkdtemp(prefix="otelmw-bench-home-"))
+
+import _harness as h
+
+# Shared imports, done once before forking.
+import hermes_cli.middleware as hm
+import hermes_cli.plugins as hp
+from _otel import dropping_provider
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+import otelmw.contract as oc
+from otelmw.pipeline import Pipeline
+from otelmw.plugins import PluginManager
+from otelmw.telemetry.observer import TelemetryObserver
+
+REQUEST = {"model": "gpt-4o-mini", "temperature": 0.2, "max_tokens": 256,
+           "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                        {"role": "user", "content": "What is in /tmp/notes.txt?"}]}
+RESPONSE = {"id": "chatcmpl-1", "model": "gpt-4o-mini", "choices": [
+    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}
+TOOL = "read_file"
+ARGS = {"path": "/tmp/notes.txt", "offset": 0, "limit": 100}
+TOOL_RESULT = '{"content": "hello", "total_lines": 1}'
+SESSION = {"session_id": "sess-1", "task_id": "task-1", "turn_id": "turn-1"}
+LLM_CTX = {"task_id": "task-1", "turn_id": "turn-1", "api_request_id": "api-1",
+           "session_id": "sess-1", "platform": "cli", "model": "gpt-4o-mini",
+           "provider": "openai", "base_url": "https://api.openai.com/v1",
+           "api_mode": "chat_completions", "api_call_count": 1}
+TOOL_CTX = {"task_id": "task-1", "session_id": "sess-1", "tool_call_id": "call-1",
+            "turn_id": "turn-1", "api_request_id": "api-1"}
+
+KINDS = ("llm_request", "llm_execution", "tool_request", "tool_execution")
+IMPLS = ("otelmw", "otelmw-traced", "hermes")
+LAYERS = (1, 5)
+
+
+def configs() -> list[str]:
+    out = []
+    for impl in IMPLS:
+        for call in ("llm", "tool"):
+            out.append(f"{impl}/{call}/0")
+            for kind in KINDS:
+                if kind.startswith(call):
+                    out += [f"{impl}/{kind}/{n}" for n in LAYERS]
+    return out
+
+
+def _callbacks(kind: str, n: int) -> list[Any]:
+    cbs = []
+    for i in range(n):
+        if kind.endswith("_request"):
+            def cb(**kw: Any) -> Any:
+                return None
+        else:
+            def cb(**kw: Any) -> Any:
+                return kw["next_call"]()
+        cb.__name__ = cb.__qualname__ = f"{kind}_{i}"
+        cbs.append(cb)
+    return cbs
+
+
+def _parse(config: str) -> tuple[str, str, str, int]:
+    impl, kind, n = config.split("/")
+    call = "llm" if kind.startswith("llm") else "tool"
+    return impl, call, kind, int(n)
+
+
+def setup(config: str) -> tuple[Any, Any, Any]:
+    """Returns (fn, tracer provider or None, exporter or None)."""
+    impl, call, kind, n = _parse(config)
+    cbs = _callbacks(kind, n) if n else []
+
+    def execute_llm(request: Any) -> Any:
+        return RESPONSE
+
+    def execute_tool(args: Any) -> Any:
+        return TOOL_RESULT
+
+    if impl == "hermes":
+        pm = hp.get_plugin_manager()
+        ctx = hp.PluginContext(hp.PluginManifest(name="bench"), pm)
+        for cb in cbs:
+            ctx.register_middleware(kind, cb)
+        if call == "llm":
+            def fn() -> Any:
+                r = hm.apply_llm_request_middleware(REQUEST, **LLM_CTX)
+                return hm.run_llm_execution_middleware(
+                    r.payload, execute_llm, original_request=r.original_payload,
+                    middleware_trace=list(r.trace), **LLM_CTX)
+        else:
+            def fn() -> Any:
+                r = hm.apply_tool_request_middleware(TOOL, ARGS, **TOOL_CTX)
+                return hm.run_tool_execution_middleware(
+                    TOOL, r.payload, execute_tool, original_args=ARGS, **TOOL_CTX)
+        return fn, None, None
+
+    pipe = Pipeline()
+    tp = exporter = None
+    if impl == "otelmw-traced":
+        tp, exporter = dropping_provider()
+        pipe.observer = TelemetryObserver(tracer_provider=tp, failures=pipe.failures)
+    if cbs:
+        def register(pctx: Any) -> None:
+            for cb in cbs:
+                pctx.register_middleware(kind, cb)
+        PluginManager(pipeline=pipe).add_plugin("bench", register)
+    # The host's runtime context (session/task/turn) is set once, as a host would.
+    cm = oc.runtime_context(**SESSION)
+    cm.__enter__()
+    run_llm, run_tool = pipe.run_llm, pipe.run_tool
+    if call == "llm":
+        def fn() -> Any:
+            return run_llm(REQUEST, execute_llm, provider="openai", model="gpt-4o-mini",
+                           api_mode="chat_completions")
+    else:
+        def fn() -> Any:
+            return run_tool(TOOL, ARGS, execute_tool, tool_call_id="call-1")
+    return fn, tp, exporter
+
+
+def span_costs(tp: TracerProvider, exporter: Any, params: dict[str, Any]) -> dict[str, float]:
+    tracer = tp.get_tracer("bench-span")
+    internal = trace.SpanKind.INTERNAL
+    attach, detach, set_in = otel_context.attach, otel_context.detach, trace.set_span_in_context
+    attrs = {"otelmw.middleware.kind": "tool_execution",
+             "otelmw.middleware.name": "bench.tool_execution_0",
+             "otelmw.middleware.position": 0, "otelmw.middleware.plugin": "bench"}
+
+    def bare() -> None:
+        tracer.start_span("tool_execution bench.tool_execution_0").end()
+
+    def contract() -> None:  # run as a child of an operation span, as a layer's is
+        span = tracer.start_span("tool_execution bench.tool_execution_0", kind=internal,
+                                 attributes=attrs)
+        token = attach(set_in(span))
+        detach(token)
+        span.set_attribute("otelmw.middleware.outcome", "passed")
+        span.end()
+
+    n = h.calibrate(contract, params["batch_s"])
+    tp.force_flush()
+    exporter.spans = 0
+    out = {"bare": h.sample(bare, n=n, batches=params["batches"], warmup=200)["cpu"]}
+    parent = tracer.start_span("execute_tool read_file", kind=internal)
+    token = attach(set_in(parent))
+    try:
+        out["contract"] = h.sample(contract, n=n, batches=params["batches"], warmup=200)["cpu"]
+    finally:
+        detach(token)
+        parent.end()
+    tp.force_flush()
+    # A full queue drops spans, which would make a span look cheaper than it is.
+    out["span_drop"] = 1 - exporter.spans / (2 * (200 + n * params["batches"]) + 1)
+    return out
+
+
+PARAMS = {"full": {"batch_s": 0.05, "batches": 7, "rounds": 4},
+          "quick": {"batch_s": 0.03, "batches": 5, "rounds": 2}}
+
+
+def worker(config: str, _round: int, params: dict[str, Any]) -> dict[str, Any]:
+    import logging
+
+    logging.getLogger("opentelemetry").setLevel(logging.ERROR)  # drops are counted instead
+    fn, tp, exporter = setup(config)
+    fn()
+    n = h.calibrate(fn, params["batch_s"])
+    warmup = min(n, 500)
+    if tp is not None:
+        tp.force_flush()
+        exporter.spans = 0
+    res = h.sample(fn, n=n, batches=params["batches"], warmup=warmup)
+    if tp is not None:
+        tp.force_flush()
+        res["spans_per_call"] = exporter.spans / (warmup + n * params["batches"])
+        res["span"] = span_costs(tp, exporter, params)
+    return res
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = h.common_args(argv, __doc__.splitlines()[0])
+    params = dict(PARAMS["quick" if args.quick else "full"])
+    rounds = args.rounds or params["rounds"]
+    cfgs = configs()
+    raw = h.interleaved(cfgs, rounds, lambda c, r: worker(c, r, params), h.logger(args.verbose))
+    cpu = {c: [r["cpu"] for r in raw[c]] for c in cfgs}
+    span_bare = h.med(r["span"]["bare"] for c in cfgs if c.startswith("otelmw-traced")
+                      for r in raw[c])
+    span_contract = h.med(r["span"]["contract"] for c in cfgs if c.startswith("otelmw-traced")
+                          for r in raw[c])
+    rows, targets = [], {}
+    for kind in KINDS:
+        call = "llm" if kind.startswith("llm") else "tool"
+        for n in (0, *LAYERS):
+            key = f"{call}/0" if n == 0 else f"{kind}/{n}"
+            o, t, hr = (cpu[f"{i}/{key}"] for i in IMPLS)
+            ratio = h.med(a / b for a, b in zip(o, hr, strict=True))
+            per_layer = None if n == 0 else h.med(
+                (a - b) / n for a, b in zip(t, cpu[f"otelmw-traced/{call}/0"], strict=True))
+            per_layer_span = None if n == 0 else h.med(
+                (a - b) / n - r["span"]["contract"] for a, b, r in zip(
+                    t, cpu[f"otelmw-traced/{call}/0"], raw[f"otelmw-traced/{kind}/{n}"],
+                    strict=True))
+            ok_u = None if n == 0 else ratio <= 0.5
+            ok_t = None if n == 0 else per_layer_span <= 2.0
+            if n:
+                targets[f"untraced {kind} ×{n} ≤ 0.5 × Hermes"] = ok_u
+                targets[f"traced {kind} layer ≤ span + 2 µs (×{n})"] = ok_t
+            rows.append([kind if n else f"{kind} (0 layers: {call} call)", n, h.med(o),
+                         h.med(hr), ratio, h.verdict(ok_u), h.med(t), per_layer,
+                         per_layer_span, h.verdict(ok_t)])
+    print(f"\n### 2. Middleware chain ({rounds} rounds, medians; process CPU µs per call)\n")
+    print(h.table(["kind", "layers", "otelmw untraced", "Hermes", "otelmw / Hermes",
+                   "≤ 0.5×", "otelmw traced", "traced µs / layer",
+                   "per layer − span", "≤ span + 2 µs"], rows))
+    spc = {c: h.med(r["spans_per_call"] for r in raw[c]) for c in cfgs
+           if c.startswith("otelmw-traced")}
+    bad = {c: v for c, v in spc.items() if abs(v - (1 + int(c.rsplit("/", 1)[1]))) > 0.01}
+    print(f"\nSpans exported per traced call match 1 + layers: {h.fmt(not bad)}"
+          + (f" (dropped/extra: {bad})" if bad else ""))
+    drop = max(r["span"]["span_drop"] for c in cfgs if c.startswith("otelmw-traced")
+               for r in raw[c])
+    print(f"One span on the same provider: bare {span_bare:.1f} µs, with the 4 layer "
+          f"attributes + attach/detach + outcome, as a child span {span_contract:.1f} µs (the "
+          f"span used above; worst share of those spans dropped by a full queue: "
+          f"{100 * drop:.1f} %).")
+    result = {"raw": raw, "span_bare": span_bare, "span_contract": span_contract,
+              "targets": targets}
+    h.write_json(args.json, result)
+    return result
+
+
+def profile(config: str, n: int = 20000, sort: str = "tottime") -> str:
+    import cProfile
+    import io
+    import pstats
+
+    fn, _, _ = setup(config)
+    for _ in range(500):
+        fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(35)
+    return out.getvalue()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--profile":
+        print(profile(sys.argv[2], sort=sys.argv[3] if len(sys.argv) > 3 else "tottime"))
+    else:
+        main()

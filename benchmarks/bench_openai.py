@@ -1,0 +1,301 @@
+"""Benchmark 1 — instrumented OpenAI chat call: per-call overhead over the bare call.
+
+A real ``openai.OpenAI`` client whose HTTP layer is an in-memory
+``httpx.MockTransport`` returning a canned ``chat.completion``; an SDK
+``TracerProvider`` + ``BatchSpanProcessor`` onto an exporter that drops what it
+gets. Contenders: no instrumentation, a *floor* (one wrapt wrapper, one span with
+the same GenAI attributes, nothing else), otelmw (``OpenAIInstrumentor`` with a
+``TelemetryObserver`` on that provider, no middleware), and the three anchors:
+the official GenAI instrumentation (opentelemetry-instrumentation-genai-openai +
+opentelemetry-util-genai), OpenInference and OpenLLMetry — each at its defaults
+(and, for the two that capture prompt content by default, also with content
+capture switched off). Meter/logger providers are left at the API's no-op
+default for every contender.
+
+Overhead is measured *paired*, inside each contender's process: batches
+alternate between the instrumented method and the original one (every wrapt
+proxy the instrumentation put on ``openai`` classes swapped out and back), so the
+≈ 600 µs SDK call and its process-to-process drift cancel out. The contender's
+absolute cost minus the bare process's is shown as a cross-check.
+
+The anchors are not otelmw dependencies: ``run.py`` runs this module with the
+python of a separate virtualenv (see ``_venv.py``); run standalone only there.
+
+Targets: otelmw overhead ≤ 0.6 × the best anchor's, and ≤ 1.5 × the floor's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _harness as h
+
+# Imported once in the parent, before forking: every contender shares them.
+import httpx
+import openai
+from _otel import DroppingExporter, dropping_provider
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+MODEL = "gpt-4o-mini"
+MESSAGES = [
+    {"role": "system", "content": "You are a terse assistant."},
+    {"role": "user", "content": "Say hello in five words."},
+]
+CANNED = json.dumps({
+    "id": "chatcmpl-bench0001", "object": "chat.completion", "created": 1_700_000_000,
+    "model": "gpt-4o-mini-2024-07-18", "system_fingerprint": "fp_bench",
+    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                 "message": {"role": "assistant", "content": "Hello there, how are you?",
+                             "refusal": None}}],
+    "usage": {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28},
+}).encode()
+
+ANCHORS = ("official", "openinference", "openllmetry")
+CONFIGS = ("bare", "floor", "otelmw", "official", "openinference", "openinference-nocontent",
+           "openllmetry", "openllmetry-nocontent")
+LABELS = {
+    "bare": "uninstrumented",
+    "floor": "floor (1 wrapt wrapper, 1 span)",
+    "otelmw": "otelmw OpenAIInstrumentor",
+    "official": "official genai-openai 1.3b0",
+    "openinference": "OpenInference 0.1.66",
+    "openinference-nocontent": "OpenInference, hide inputs/outputs",
+    "openllmetry": "OpenLLMetry 0.62.4",
+    "openllmetry-nocontent": "OpenLLMetry, TRACELOOP_TRACE_CONTENT=false",
+}
+
+
+def _handler(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=CANNED, headers={"content-type": "application/json"})
+
+
+def make_client() -> openai.OpenAI:
+    return openai.OpenAI(api_key="sk-bench", max_retries=0,
+                         http_client=httpx.Client(transport=httpx.MockTransport(_handler)))
+
+
+def install_floor(tp: TracerProvider) -> None:
+    """The floor: one wrapt wrapper, one span with the GenAI attributes otelmw records."""
+    import wrapt
+    from opentelemetry.trace import SpanKind
+
+    tracer = tp.get_tracer("floor")
+    attach, detach, set_in = otel_context.attach, otel_context.detach, trace.set_span_in_context
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        model = kwargs.get("model")
+        url = instance._client.base_url
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                 "gen_ai.request.model": model, "server.address": url.host,
+                 "server.port": url.port or 443}
+        for key in ("temperature", "max_tokens"):
+            v = kwargs.get(key)
+            if v is not None:
+                attrs["gen_ai.request." + key] = v
+        span = tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs)
+        token = attach(set_in(span))
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.end()
+            raise
+        finally:
+            detach(token)
+        usage = result.usage
+        span.set_attributes({
+            "gen_ai.response.id": result.id, "gen_ai.response.model": result.model,
+            "gen_ai.response.finish_reasons": [c.finish_reason for c in result.choices],
+            "gen_ai.usage.input_tokens": usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": usage.completion_tokens})
+        span.end()
+        return result
+
+    wrapt.wrap_function_wrapper("openai.resources.chat.completions.completions",
+                                "Completions.create", wrapper)
+
+
+def install(config: str, tp: TracerProvider) -> None:
+    if config == "bare":
+        return
+    if config == "floor":
+        install_floor(tp)
+    elif config == "otelmw":
+        from otelmw.instrumentation.openai import OpenAIInstrumentor
+        from otelmw.pipeline import get_pipeline
+        from otelmw.telemetry.observer import TelemetryObserver
+
+        pipe = get_pipeline()
+        pipe.observer = TelemetryObserver(tracer_provider=tp, failures=pipe.failures)
+        OpenAIInstrumentor().instrument(tracer_provider=tp)
+    elif config == "official":
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=tp)
+    elif config.startswith("openinference"):
+        if config.endswith("nocontent"):
+            os.environ["OPENINFERENCE_HIDE_INPUTS"] = "true"
+            os.environ["OPENINFERENCE_HIDE_OUTPUTS"] = "true"
+        from openinference.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=tp)
+    elif config.startswith("openllmetry"):
+        if config.endswith("nocontent"):
+            os.environ["TRACELOOP_TRACE_CONTENT"] = "false"
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=tp)
+    else:
+        raise ValueError(config)
+
+
+def setup(config: str) -> tuple[Any, DroppingExporter, TracerProvider]:
+    tp, exporter = dropping_provider()
+    install(config, tp)
+    client = make_client()
+
+    def call() -> Any:
+        return client.chat.completions.create(model=MODEL, messages=MESSAGES,
+                                              temperature=0.2, max_tokens=64)
+
+    first = call()
+    assert first.choices[0].message.content, "canned response not parsed"
+    return call, exporter, tp
+
+
+PARAMS = {"full": {"n": 200, "batches": 3, "warmup": 200, "rounds": 4, "pairs": 6},
+          "quick": {"n": 100, "batches": 3, "warmup": 100, "rounds": 2, "pairs": 3}}
+
+
+def installed_wrappers() -> list[tuple[Any, str, Any, Any]]:
+    """Every wrapt proxy an instrumentation put on an ``openai`` class or module:
+    (owner, attribute, wrapper, original)."""
+    import wrapt
+
+    base = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
+    found: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "openai" or name.startswith("openai.")):
+            continue
+        owners = [mod] + [v for v in vars(mod).values() if isinstance(v, type)
+                          and (v.__module__ or "").startswith("openai")]
+        for owner in owners:
+            for attr, value in list(vars(owner).items()):
+                if isinstance(value, base):
+                    found[(id(owner), attr)] = (owner, attr, value, value.__wrapped__)
+    return list(found.values())
+
+
+def worker(config: str, _round: int, params: dict[str, int]) -> dict[str, Any]:
+    """Absolute cost of the configuration, plus — for instrumented ones — its
+    overhead measured *paired* in the same process: batches alternate between the
+    instrumented method and the original (the wrapt proxies swapped out)."""
+    call, exporter, tp = setup(config)
+    res = h.sample(call, n=params["n"], batches=params["batches"], warmup=params["warmup"])
+    calls = params["warmup"] + params["n"] * params["batches"] + 1
+    tp.force_flush()
+    res["spans_per_call"] = exporter.spans / calls
+    wrappers = installed_wrappers()
+    res["wrappers"] = len(wrappers)
+    if wrappers:
+        def on() -> None:
+            for owner, attr, wrapper, _ in wrappers:
+                setattr(owner, attr, wrapper)
+
+        def off() -> None:
+            for owner, attr, _, original in wrappers:
+                setattr(owner, attr, original)
+
+        diffs = []
+        for _ in range(params["pairs"]):
+            off()
+            bare = h.sample(call, n=params["n"], batches=1, warmup=20)["cpu"]
+            on()
+            inst = h.sample(call, n=params["n"], batches=1, warmup=20)["cpu"]
+            diffs.append(inst - bare)
+        res["paired_overhead"] = h.med(diffs)
+    return res
+
+
+def profile(config: str = "otelmw", n: int = 3000) -> str:
+    """cProfile of ``n`` calls (text, top functions by own time)."""
+    import cProfile
+    import io
+    import pstats
+
+    call, _, _ = setup(config)
+    for _ in range(300):
+        call()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        call()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(40)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = h.common_args(argv, __doc__.splitlines()[0])
+    params = dict(PARAMS["quick" if args.quick else "full"])
+    rounds = args.rounds or params["rounds"]
+    raw = h.interleaved(list(CONFIGS), rounds, lambda c, r: worker(c, r, params),
+                        h.logger(args.verbose))
+    base = [r["cpu"] for r in raw["bare"]]
+    inst = [c for c in CONFIGS if c != "bare"]
+    # Primary figure: the paired in-process overhead (immune to process-to-process
+    # drift); cross-check: the process's absolute cost minus the bare process's.
+    ov = {c: [r["paired_overhead"] for r in raw[c]] for c in inst}
+    ov_abs = {c: [r["cpu"] - b for r, b in zip(raw[c], base, strict=True)] for c in inst}
+    anchors_all = [c for c in inst if c not in ("floor", "otelmw")]
+    best_anchor = [min(ov[a][i] for a in ANCHORS) for i in range(rounds)]
+    best_any = [min(ov[a][i] for a in anchors_all) for i in range(rounds)]
+    r_anchor = h.med(o / b for o, b in zip(ov["otelmw"], best_anchor, strict=True))
+    r_anchor_any = h.med(o / b for o, b in zip(ov["otelmw"], best_any, strict=True))
+    r_floor = h.med(o / f for o, f in zip(ov["otelmw"], ov["floor"], strict=True))
+    rows = [[LABELS["bare"], h.med(base), h.med(r["thread"] for r in raw["bare"]), None, None,
+             None, 0.0, f"±{100 * h.spread(base):.0f}%"]]
+    for c in inst:
+        rows.append([LABELS[c], h.med(r["cpu"] for r in raw[c]),
+                     h.med(r["thread"] for r in raw[c]), h.med(ov[c]),
+                     None if c == "floor" else h.med(
+                         o / f for o, f in zip(ov[c], ov["floor"], strict=True)),
+                     h.med(ov_abs[c]), h.med(r["spans_per_call"] for r in raw[c]),
+                     f"±{100 * h.spread(r['cpu'] for r in raw[c]):.0f}%"])
+    print(f"\n### 1. OpenAI chat call overhead ({rounds} rounds, medians; process CPU µs "
+          "per call)\n")
+    print(h.table(["configuration", "call µs", "call µs (thread)", "overhead µs (paired)",
+                   "overhead / floor", "overhead µs (vs bare process)", "spans/call",
+                   "spread"], rows))
+    ok_a, ok_f = r_anchor <= 0.6, r_floor <= 1.5
+    print(f"\notelmw overhead / best default anchor = {r_anchor:.2f} (target ≤ 0.60: "
+          f"{h.verdict(ok_a)}); / best anchor incl. no-content variants = {r_anchor_any:.2f}; "
+          f"/ floor = {r_floor:.2f} (target ≤ 1.50: {h.verdict(ok_f)}). Ratios are per-round "
+          "medians of the paired overheads.")
+    result = {"raw": raw, "overhead": {c: h.med(ov[c]) for c in inst},
+              "overhead_vs_bare_process": {c: h.med(ov_abs[c]) for c in inst},
+              "ratio_best_anchor": r_anchor, "ratio_best_anchor_any": r_anchor_any,
+              "ratio_floor": r_floor,
+              "targets": {"otelmw ≤ 0.6 × best anchor": ok_a, "otelmw ≤ 1.5 × floor": ok_f},
+              "versions": h.versions(["openai", "httpx", "opentelemetry-sdk", "wrapt",
+                                      "opentelemetry-instrumentation-genai-openai",
+                                      "opentelemetry-util-genai",
+                                      "openinference-instrumentation-openai",
+                                      "opentelemetry-instrumentation-openai", "otelmw"])}
+    h.write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--profile":
+        print(profile(sys.argv[2] if len(sys.argv) > 2 else "otelmw"))
+    else:
+        main()

@@ -1,0 +1,125 @@
+"""Run every otelmw benchmark and print their tables.
+
+    python benchmarks/run.py            # full run (~6.5 min on a 2-core machine)
+    python benchmarks/run.py --quick    # fewer rounds and calls (~1.5 min)
+    python benchmarks/run.py --only chain,digests
+    python benchmarks/run.py --markdown results.md   # also write the tables + machine
+
+Benchmark 1 (OpenAI, against the three anchor instrumentations) runs with the
+python of a separate virtualenv that this runner creates on first use (see
+``_venv.py``; ``--venv PATH`` to place it, ``--no-venv`` to use the current
+interpreter, which must then have the anchors installed). The other benchmarks
+run with the current interpreter (otelmw's development environment, with
+``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as h  # noqa: E402
+
+BENCHES = {
+    "openai": ("bench_openai.py", "1. OpenAI chat call overhead vs anchors and floor"),
+    "chain": ("bench_chain.py", "2. Middleware chain vs Hermes Agent"),
+    "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
+    "digests": ("bench_digests.py", "4. Digests by result size"),
+    "outage": ("bench_outage.py", "5. Exporter outage"),
+}
+VERSIONS = ["otelmw", "opentelemetry-api", "opentelemetry-sdk",
+            "opentelemetry-exporter-otlp-proto-grpc", "wrapt", "openai", "httpx", "pydantic",
+            "hermes-agent", "grpcio", "protobuf"]
+
+
+def _python_for(name: str, args: argparse.Namespace) -> str:
+    if name != "openai" or args.no_venv:
+        return sys.executable
+    from _venv import DEFAULT_VENV, ensure_venv
+
+    return str(ensure_venv(Path(args.venv) if args.venv else DEFAULT_VENV,
+                           log=lambda s: print(s, flush=True)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer rounds/calls (~1.5 min)")
+    p.add_argument("--only", default="", help=f"comma list of {', '.join(BENCHES)}")
+    p.add_argument("--venv", default=None, help="where the anchors venv lives")
+    p.add_argument("--no-venv", action="store_true",
+                   help="run benchmark 1 with this interpreter (anchors must be installed)")
+    p.add_argument("--json", default=None, help="directory for raw JSON results")
+    p.add_argument("--markdown", default=None, help="write tables + machine description here")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every process")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHES)
+    unknown = set(names) - set(BENCHES)
+    if unknown:
+        p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    out_dir = Path(args.json) if args.json else Path(tempfile.mkdtemp(prefix="otelmw-bench-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    mach = h.machine()
+    vers = h.versions(VERSIONS)
+    header = (f"Machine: {mach['cpu']}, {mach['cores']} cores, {mach['implementation']} "
+              f"{mach['python']}, {mach['os']}\nPackages: "
+              + ", ".join(f"{k} {v}" for k, v in vers.items()))
+    print(header, flush=True)
+    results: dict[str, Any] = {}
+    outputs: dict[str, str] = {}
+    t_all = time.perf_counter()
+    for name in names:
+        script, title = BENCHES[name]
+        py = _python_for(name, args)
+        js = out_dir / f"{name}.json"
+        cmd = [py, str(HERE / script), "--json", str(js)]
+        if args.quick:
+            cmd.append("--quick")
+        if args.verbose:
+            cmd.append("-v")
+        t0 = time.perf_counter()
+        print(f"\n== {title}  ({'quick' if args.quick else 'full'}) ==", flush=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=str(HERE.parent),
+                              env={**os.environ, "PYTHONHASHSEED": "0"})
+        outputs[name] = proc.stdout
+        print(proc.stdout, end="", flush=True)
+        print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
+        if proc.returncode != 0 or not js.exists():
+            print(f"[{name}: FAILED with exit code {proc.returncode}]", flush=True)
+            results[name] = {"failed": proc.returncode}
+            continue
+        results[name] = json.loads(js.read_text(encoding="utf-8"))
+
+    rows = []
+    for name in names:
+        for target, ok in results[name].get("targets", {}).items():
+            rows.append([name, target, h.verdict(ok)])
+        if "failed" in results[name]:
+            rows.append([name, "benchmark ran", "FAILED"])
+    summary = h.table(["benchmark", "target", "result"], rows)
+    print(f"\n== Targets ==\n\n{summary}")
+    print(f"\nTotal {time.perf_counter() - t_all:.0f} s; raw results in {out_dir}")
+    if args.markdown:
+        anchors = results.get("openai", {}).get("versions", {})
+        text = [f"<!-- python benchmarks/run.py{' --quick' if args.quick else ''} -->",
+                header.replace("\nPackages:", "\n\nPackages:"),
+                ("Anchors venv: " + ", ".join(f"{k} {v}" for k, v in anchors.items()))
+                if anchors else ""]
+        text += [outputs[n] for n in names]
+        text += ["### Targets\n", summary]
+        Path(args.markdown).write_text("\n".join(text) + "\n", encoding="utf-8")
+    return 1 if any("failed" in r for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
