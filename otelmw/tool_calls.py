@@ -60,6 +60,12 @@ def parse_arguments(args: Any) -> dict[str, Any]:
 
 
 
+def _blocked(message: str) -> NormalizedToolResult:
+    """A call stopped by a ``pre_tool_call`` block directive."""
+    return NormalizedToolResult(content=message, success=False, error_message=message,
+                                metadata={"otelmw.blocked": True})
+
+
 class ToolCalls:
     """Mixin of ``Pipeline``: ``run_tool`` / ``arun_tool``."""
 
@@ -186,10 +192,7 @@ class ToolCalls:
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
-            normalized = NormalizedToolResult(content=blocked, success=False,
-                                              error_message=blocked,
-                                              metadata={"otelmw.blocked": True})
-            status = "blocked"
+            normalized, status = _blocked(blocked), "blocked"
         else:
             base = terminal_for(execute, parsed, original)
             elapsed = [0.0]
@@ -298,10 +301,7 @@ class ToolCalls:
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
-            normalized = NormalizedToolResult(content=blocked, success=False,
-                                              error_message=blocked,
-                                              metadata={"otelmw.blocked": True})
-            status = "blocked"
+            normalized, status = _blocked(blocked), "blocked"
         else:
             base = terminal_for(execute, parsed, original)
             elapsed = [0.0]

@@ -250,30 +250,23 @@ def _small_flat(value: Any) -> bool:
     bounded walk of ``_fits`` can be skipped."""
     t = type(value)
     if t is dict:
-        if len(value) > 64:
+        if len(value) > 64 or not all(type(k) is str and len(k) <= 256 for k in value):
             return False
-        for k, v in value.items():
-            if type(k) is not str or len(k) > 256:
+        items: Any = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return False
+    if len(value) > 64:
+        return False
+    for v in items:
+        tv = type(v)
+        if tv is str:
+            if len(v) > 1024:
                 return False
-            tv = type(v)
-            if tv is str:
-                if len(v) > 1024:
-                    return False
-            elif tv not in _FLAT_SCALARS:
-                return False
-        return True
-    if t is list or t is tuple:
-        if len(value) > 64:
+        elif tv not in _FLAT_SCALARS:
             return False
-        for v in value:
-            tv = type(v)
-            if tv is str:
-                if len(v) > 1024:
-                    return False
-            elif tv not in _FLAT_SCALARS:
-                return False
-        return True
-    return False
+    return True
 
 
 def _json_digest(value: Any, limit: int) -> tuple[str, int]:

@@ -20,8 +20,8 @@ class StreamFinisher(Protocol):
     def end(self, ended_by: str, error: BaseException | None = None) -> None: ...
 
 
-class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
-    """Sync iterator proxy."""
+class _Finishing(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
+    """Holds the finisher; ``_self_end`` calls it at most once."""
 
     def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
         super().__init__(wrapped)
@@ -31,6 +31,14 @@ class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
         f, self._self_finisher = self._self_finisher, None
         if f is not None:
             f.end(ended_by, error)
+
+    def __del__(self) -> None:
+        if self._self_finisher is not None:
+            self._self_end("abandoned")
+
+
+class SpanStream(_Finishing):
+    """Sync iterator proxy."""
 
     def __iter__(self) -> Any:
         return self
@@ -72,23 +80,11 @@ class SpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
         finally:
             self._self_end("closed")
 
-    def __del__(self) -> None:
-        if self._self_finisher is not None:
-            self._self_end("abandoned")
 
 
-class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
+class AsyncSpanStream(_Finishing):
     """Async iterator proxy (OpenAI ``AsyncStream``, Anthropic async streams,
     async generators)."""
-
-    def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
-        super().__init__(wrapped)
-        self._self_finisher: StreamFinisher | None = finisher
-
-    def _self_end(self, ended_by: str, error: BaseException | None = None) -> None:
-        f, self._self_finisher = self._self_finisher, None
-        if f is not None:
-            f.end(ended_by, error)
 
     def __aiter__(self) -> Any:
         return self
@@ -142,9 +138,6 @@ class AsyncSpanStream(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     async def close(self) -> Any:  # OpenAI/Anthropic AsyncStream spell it close()
         return await self.aclose()
 
-    def __del__(self) -> None:
-        if self._self_finisher is not None:
-            self._self_end("abandoned")
 
 
 def wrap_stream(result: Any, finisher: StreamFinisher) -> Any:
