@@ -15,41 +15,22 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
+from _core_helpers import (
+    EXEC_KIND,
+    KEY,
+    KINDS,
+    MODES,
+    ORIG,
+    PLUGIN,
+    REQ_KIND,
+    host_payload,
+    invoke,
+    named,
+)
 
 from otelmw import NextCallReusedError, Pipeline, PluginManager
 
-MODES = ["sync", "async"]
-KINDS = ["llm", "tool"]
-KEY = {"llm": "request", "tool": "args"}
-ORIG = {"llm": "original_request", "tool": "original_args"}
-REQ_KIND = {"llm": "llm_request", "tool": "tool_request"}
-EXEC_KIND = {"llm": "llm_execution", "tool": "tool_execution"}
-PRE_HOOK = {"llm": "pre_api_request", "tool": "pre_tool_call"}
-PLUGIN = "plug"
-
 Body = Callable[[dict[str, Any]], Generator[Any, Any, Any]]
-
-
-def host_payload() -> dict[str, Any]:
-    return {"model": "gpt-host", "path": [], "messages": [{"role": "user", "content": "hi"}]}
-
-
-def invoke(p: Pipeline, mode: str, kind: str, payload: Any, execute: Any) -> Any:
-    if kind == "llm":
-        kw = {"provider": "prov", "model": "gpt-host", "api_mode": "chat"}
-        if mode == "sync":
-            return p.run_llm(payload, execute, **kw)
-        return asyncio.run(p.arun_llm(payload, execute, **kw))
-    if mode == "sync":
-        return p.run_tool("tool_x", payload, execute, tool_call_id="call-1", raise_errors=True)
-    return asyncio.run(
-        p.arun_tool("tool_x", payload, execute, tool_call_id="call-1", raise_errors=True)
-    )
-
-
-def named(fn: Any, name: str) -> Any:
-    fn.__name__ = fn.__qualname__ = name
-    return fn
 
 
 def exec_mw(mode: str, name: str, body: Body) -> Any:
