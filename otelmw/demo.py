@@ -171,6 +171,15 @@ def run_demo(quiet: bool = False) -> int:
     from .telemetry.setup import configure, exporter_choice
     from .telemetry.treeview import group_traces, render_tree, spans_from_requests
 
+    import logging
+    import sys
+
+    log = logging.getLogger("otelmw")
+    if not log.handlers and not logging.getLogger().handlers:
+        # Show the (deliberate) fail-open warnings in order with the demo's output.
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("[log %(levelname)s] %(message)s"))
+        log.addHandler(handler)
     pipeline, memory = build_demo_pipeline()
     telemetry = configure("otelmw-demo", pipeline=pipeline)
     shown = InMemorySpanExporter()
