@@ -210,7 +210,11 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
             frame.state, frame.result = _RETURNED, r
             return r
 
-        kw = {**base_kw, key: p, "next_call": next_call}
+        # One shared dict per call: ``callback(**kw)`` hands the callee its own
+        # copy at call time, so inner layers rebinding these keys is harmless.
+        kw = base_kw
+        kw[key] = p
+        kw["next_call"] = next_call
         failed: BaseException | None = None
         token = obs.wrapper_started(call, layer, i) if obs is not None else None
         try:
@@ -276,7 +280,11 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
             frame.pending = run_next(p if next_payload is None else next_payload)
             return frame.pending
 
-        kw = {**base_kw, key: p, "next_call": next_call}
+        # One shared dict per call: ``callback(**kw)`` hands the callee its own
+        # copy at call time, so inner layers rebinding these keys is harmless.
+        kw = base_kw
+        kw[key] = p
+        kw["next_call"] = next_call
         failed: BaseException | None = None
         token = obs.wrapper_started(call, layer, i) if obs is not None else None
         try:
