@@ -160,6 +160,8 @@ def build_demo_pipeline() -> tuple[Pipeline, ListMemoryAdapter]:
 def run_demo(quiet: bool = False) -> int:
     """Run two demo turns with telemetry configured from the environment, then
     print their trace trees (and where the embedded store put them)."""
+    import logging
+    import sys
     import tempfile
     from pathlib import Path
 
@@ -171,13 +173,10 @@ def run_demo(quiet: bool = False) -> int:
     from .telemetry.setup import configure, exporter_choice
     from .telemetry.treeview import group_traces, render_tree, spans_from_requests
 
-    import logging
-    import sys
-
     log = logging.getLogger("otelmw")
     if not log.handlers and not logging.getLogger().handlers:
-        # Show the (deliberate) fail-open warnings in order with the demo's output.
-        handler = logging.StreamHandler(sys.stdout)
+        # The demo fails once on purpose: show that warning plainly (on stderr).
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("[log %(levelname)s] %(message)s"))
         log.addHandler(handler)
     pipeline, memory = build_demo_pipeline()
