@@ -65,8 +65,10 @@ class PipelineObserver(Protocol):
     ) -> None:
         """An observer hook point fired (whether or not callbacks are registered)."""
 
-    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
-        """The tool call's normalized result is known."""
+    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult,
+                    status: str) -> None:
+        """The tool call's normalized result is known; ``status`` is ``ok``,
+        ``error`` or ``blocked`` (a ``pre_tool_call`` block directive)."""
 
     def turn_started(self, turn: RuntimeContext) -> Any:
         """An agent turn began (``Pipeline.turn``); returns a token."""

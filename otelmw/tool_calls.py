@@ -60,10 +60,15 @@ def parse_arguments(args: Any) -> dict[str, Any]:
 
 
 
+# Metadata mark on a result a ``pre_tool_call`` block directive produced, so memory
+# adapters (which get only the NormalizedToolResult) can tell it apart.
+BLOCKED_KEY = "otelmw.blocked"
+
+
 def _blocked(message: str) -> NormalizedToolResult:
     """A call stopped by a ``pre_tool_call`` block directive."""
     return NormalizedToolResult(content=message, success=False, error_message=message,
-                                metadata={"otelmw.blocked": True})
+                                metadata={BLOCKED_KEY: True})
 
 
 class ToolCalls:
@@ -168,7 +173,7 @@ class ToolCalls:
     def _finish_tool(self, call: c.CallInfo, normalized: NormalizedToolResult,
                      status: str) -> tuple[Any, str]:
         if self.observer is not None:
-            self.observer.tool_result(call, normalized)
+            self.observer.tool_result(call, normalized, status)
         if status == "blocked":
             return normalized.content, status
         return normalized.model_text(), status

@@ -30,6 +30,7 @@ from ..registry import Layer, make_layer
 from ..results import TOOL_ERROR_PREFIX, MiddlewareContext, NormalizedToolResult
 from ..telemetry import context as tctx
 from ..telemetry.context import safe_detach, uninstrument_threads
+from ..tool_calls import BLOCKED_KEY
 from ._base import OtelmwInstrumentor, Wrapper, ensure_observer, server_of
 
 RUNTIME_ID = AGENT_NAME = "hermes"
@@ -141,7 +142,8 @@ def _finish_unrun(opened: Any, status: Any = None, result: Any = None, message: 
         obs.tool_result(opened.call, NormalizedToolResult(
             content=result, success=False, raw_result=result,
             error_message=_s(message) or f"tool call {status}",
-            metadata={"otelmw.blocked": True} if status == "blocked" else {}))
+            metadata={BLOCKED_KEY: True} if status == "blocked" else {}),
+            "blocked" if status == "blocked" else "error")
     obs.call_finished(opened.call, result, None)
 
 def _layer(kind: str, cb: Any) -> Layer:

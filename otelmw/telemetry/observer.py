@@ -360,21 +360,21 @@ class TelemetryObserver:
         span.end()
         self.inst.tool_duration.record(time.perf_counter() - op.start, op.attrs)
 
-    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
+    def tool_result(self, call: CallInfo, normalized: NormalizedToolResult,
+                    status: str) -> None:
         op = call.observer_state
         if not isinstance(op, _Op):
             return
         try:
-            self._tool_result(call, op, normalized)
+            self._tool_result(call, op, normalized, status)
         except Exception as exc:
             self._internal_failure("tool_result", exc)
 
-    def _tool_result(self, call: CallInfo, op: _Op, normalized: NormalizedToolResult) -> None:
+    def _tool_result(self, call: CallInfo, op: _Op, normalized: NormalizedToolResult,
+                     status: str) -> None:
         span = op.span
         success = bool(normalized.success)
-        blocked = isinstance(normalized.metadata, dict) and normalized.metadata.get(
-            "otelmw.blocked") is True
-        status = "blocked" if blocked else ("ok" if success else "error")
+        blocked = status == "blocked"
         raw = normalized.raw_result
         if span.is_recording():
             attrs: dict[str, Any] = {
