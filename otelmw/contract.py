@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from random import getrandbits
 from typing import Any, Final
 
+from .payloads import freeze
+
 TELEMETRY_SCHEMA_VERSION: Final = "otelmw.observer.v1"
 MIDDLEWARE_SCHEMA_VERSION: Final = "otelmw.middleware.v1"
 
@@ -141,6 +143,15 @@ class CallInfo:
     middleware_trace: list[dict[str, Any]] = field(default_factory=list)
     # Scratch space for observers (telemetry keeps its span handles here).
     observer_state: Any = None
+    _trace_view: Any = None
+
+    def trace_view(self) -> Any:
+        """Read-only view of ``middleware_trace`` for payloads, built once per call
+        (rebuilt only if entries were added since)."""
+        view = self._trace_view
+        if view is None or len(view) != len(self.middleware_trace):
+            view = self._trace_view = freeze(self.middleware_trace)
+        return view
 
     def as_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {

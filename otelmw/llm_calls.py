@@ -55,7 +55,7 @@ class LLMCalls:
 
     def _api_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]:
-        return {**kw, "request": effective, "middleware_trace": freeze(call.middleware_trace),
+        return {**kw, "request": effective, "middleware_trace": call.trace_view(),
                 "started_at": started}
 
     def run_llm(self, request: Any, execute: Callable[[Any], Any], *,
@@ -111,7 +111,7 @@ class LLMCalls:
         try:
             if layers:
                 ekw = {**kw, "original_request": original,
-                       "middleware_trace": freeze(call.middleware_trace)}
+                       "middleware_trace": call.trace_view()}
                 result = run_execution(layers, call, "request", effective, ekw, terminal,
                                        obs, failures)
             else:
@@ -190,7 +190,7 @@ class LLMCalls:
         try:
             if layers:
                 ekw = {**kw, "original_request": original,
-                       "middleware_trace": freeze(call.middleware_trace)}
+                       "middleware_trace": call.trace_view()}
                 result = await arun_execution(layers, call, "request", effective, ekw, terminal,
                                               obs, failures)
             else:

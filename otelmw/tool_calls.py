@@ -157,7 +157,7 @@ class ToolCalls:
                 "error_type": type(err).__qualname__ if err is not None else (
                     "plugin_block" if status == "blocked" else None),
                 "error_message": normalized.error_message,
-                "middleware_trace": freeze(call.middleware_trace)}
+                "middleware_trace": call.trace_view()}
 
     def _record_memory(self, call: c.CallInfo, normalized: NormalizedToolResult) -> None:
         if not self.memory_adapters:
@@ -171,12 +171,11 @@ class ToolCalls:
                                      f"memory adapter raised: {describe(exc)}", exc)
 
     def _finish_tool(self, call: c.CallInfo, normalized: NormalizedToolResult,
-                     status: str) -> tuple[Any, str]:
+                     status: str) -> Any:
+        """Report the result to the observer; return what the model sees."""
         if self.observer is not None:
             self.observer.tool_result(call, normalized, status)
-        if status == "blocked":
-            return normalized.content, status
-        return normalized.model_text(), status
+        return normalized.content if status == "blocked" else normalized.model_text()
 
     def _run_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
                   raise_errors: bool) -> Any:
@@ -184,14 +183,19 @@ class ToolCalls:
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            return self._bad_arguments(call, args, exc, raise_errors)
+            model_result, normalized, bad = self._bad_arguments(call, args, exc)
+            fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, bad, obs, failures)
+            self._record_memory(call, normalized)
+            if raise_errors:
+                raise
+            return model_result
         effective = original
         if reg.middleware(c.TOOL_REQUEST):
             effective = run_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST), call,
                                      original, original, {**kw}, obs, failures)
         blocked = None
         if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
-            trace = freeze(call.middleware_trace)
+            trace = call.trace_view()
             blocked = block_directive(fire_hooks(
                 reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
@@ -223,34 +227,28 @@ class ToolCalls:
             ms = elapsed[0] * 1000.0
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
-        model_result, status = self._finish_tool(call, normalized, status)
-        transformed = None
+        model_result = self._finish_tool(call, normalized, status)
+        payload: dict[str, Any] | None = None
         if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
             fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
                        failures)
-            self._record_memory(call, normalized)
-            transformed = first_string(fire_hooks(reg.hooks(c.TRANSFORM_TOOL_RESULT), call,
-                                                  c.TRANSFORM_TOOL_RESULT, payload, obs,
-                                                  failures))
-        else:
-            self._record_memory(call, normalized)
+        self._record_memory(call, normalized)
+        transformed = None if payload is None else first_string(fire_hooks(
+            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+            failures))
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
 
-    def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
-                       raise_errors: bool) -> Any:
+    def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError
+                       ) -> tuple[Any, NormalizedToolResult, dict[str, Any]]:
+        """Unparseable arguments: the tool does not run; (model result, normalized
+        failure, ``post_tool_call`` payload)."""
         normalized = failure_from_exception(exc, 0.0)
-        model_result, status = self._finish_tool(call, normalized, "error")
-        kw = call.as_kwargs()
-        payload = self._post_payload(call, kw, args, model_result, normalized, status)
-        fire_hooks(self.registry.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload,
-                   self.observer, self.failures)
-        self._record_memory(call, normalized)
-        if raise_errors:
-            raise exc
-        return model_result
+        model_result = self._finish_tool(call, normalized, "error")
+        return model_result, normalized, self._post_payload(
+            call, call.as_kwargs(), args, model_result, normalized, "error")
 
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
@@ -284,12 +282,9 @@ class ToolCalls:
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            normalized = failure_from_exception(exc, 0.0)
-            model_result, status = self._finish_tool(call, normalized, "error")
-            payload = self._post_payload(call, call.as_kwargs(), args, model_result, normalized,
-                                         status)
-            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload,
-                              obs, failures)
+            model_result, normalized, bad = self._bad_arguments(call, args, exc)
+            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, bad, obs,
+                              failures)
             self._record_memory(call, normalized)
             if raise_errors:
                 raise
@@ -300,7 +295,7 @@ class ToolCalls:
                                             call, original, original, {**kw}, obs, failures)
         blocked = None
         if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
-            trace = freeze(call.middleware_trace)
+            trace = call.trace_view()
             blocked = block_directive(await afire_hooks(
                 reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
@@ -333,18 +328,16 @@ class ToolCalls:
             ms = elapsed[0] * 1000.0
             normalized = self._normalize(call, raw, error, ms)
             status = "ok" if normalized.success else "error"
-        model_result, status = self._finish_tool(call, normalized, status)
-        transformed = None
+        model_result = self._finish_tool(call, normalized, status)
+        payload: dict[str, Any] | None = None
         if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
             await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
                               failures)
-            self._record_memory(call, normalized)
-            transformed = first_string(await afire_hooks(
-                reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-                failures))
-        else:
-            self._record_memory(call, normalized)
+        self._record_memory(call, normalized)
+        transformed = None if payload is None else first_string(await afire_hooks(
+            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+            failures))
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result

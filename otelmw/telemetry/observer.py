@@ -101,12 +101,30 @@ def _flatten_metadata(meta: Any) -> dict[str, Any]:
 class _Op:
     """Per-call state (kept on ``CallInfo.observer_state``)."""
 
-    __slots__ = ("attrs", "facts", "span", "start", "token")
+    __slots__ = ("attrs", "digests", "facts", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
                  attrs: dict[str, Any]) -> None:
         self.span, self.token, self.start, self.attrs = span, token, start, attrs
         self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
+        # The same request/args/result objects reach the span and several hook
+        # events of one call: digest each once. id → (object kept alive, digest).
+        self.digests: dict[int, tuple[Any, tuple[str, int]]] | None = None
+
+
+def _digest_once(call: CallInfo, value: Any) -> tuple[str, int]:
+    op = call.observer_state
+    if not isinstance(op, _Op):
+        return digest(value)
+    cache = op.digests
+    if cache is None:
+        cache = op.digests = {}
+    hit = cache.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    result = digest(value)
+    cache[id(value)] = (value, result)
+    return result
 
 
 class _EnrichStream:
@@ -385,7 +403,7 @@ class TelemetryObserver:
             if normalized.error_message:
                 attrs[a.OTELMW_RESULT_ERROR_MESSAGE] = _short(normalized.error_message)
             attrs.update(_flatten_metadata(normalized.metadata))
-            raw_digest, raw_size = digest(raw)
+            raw_digest, raw_size = _digest_once(call, raw)
             attrs[a.OTELMW_RESULT_RAW_DIGEST] = raw_digest
             attrs[a.OTELMW_RESULT_RAW_SIZE] = raw_size
             attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
@@ -579,13 +597,13 @@ class TelemetryObserver:
         for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
                           ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
             if key in payload:
-                attrs[attr] = digest(payload[key])[0]
+                attrs[attr] = _digest_once(call, payload[key])[0]
                 if self.content.on_events:
                     body[key] = self.content.render(payload[key])
         normalized = payload.get("normalized")
         if isinstance(normalized, NormalizedToolResult):
             attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
-            attrs[a.OTELMW_RESULT_RAW_DIGEST] = digest(normalized.raw_result)[0]
+            attrs[a.OTELMW_RESULT_RAW_DIGEST] = _digest_once(call, normalized.raw_result)[0]
             if self.content.on_events:
                 body["result"] = self.content.render(normalized.model_text())
         status = payload.get("status")
