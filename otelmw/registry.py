@@ -6,7 +6,6 @@ from other threads never disturb a call in flight.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ class Layer:
     callback: Callable[..., Any]
     plugin: str
     name: str  # "<plugin>.<callback name>", used in span names and metrics
-    is_async: bool
 
 
 def callback_name(callback: Callable[..., Any]) -> str:
@@ -36,10 +34,7 @@ def callback_name(callback: Callable[..., Any]) -> str:
 
 
 def make_layer(kind: str, callback: Callable[..., Any], plugin: str) -> Layer:
-    is_async = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
-        getattr(callback, "__call__", None)  # noqa: B004 - async callable objects
-    )
-    return Layer(kind, callback, plugin, f"{plugin}.{callback_name(callback)}", is_async)
+    return Layer(kind, callback, plugin, f"{plugin}.{callback_name(callback)}")
 
 
 def validate_middleware(plugin: str, kind: Any, callback: Any) -> None:
@@ -76,7 +71,6 @@ class MiddlewareRegistry:
         self._lock = threading.Lock()
         self._middleware: dict[str, tuple[Layer, ...]] = {k: () for k in MIDDLEWARE_KINDS}
         self._hooks: dict[str, tuple[Layer, ...]] = {h: () for h in HOOK_NAMES}
-        self.version = 0  # bumped on every change
         # Cached "anything registered?" per call type: the no-middleware fast path
         # reads one attribute instead of scanning (and allocating bound methods).
         self.llm_active = False
@@ -117,7 +111,6 @@ class MiddlewareRegistry:
             for layer in hooks:
                 hk[layer.kind] = (*hk[layer.kind], layer)
             self._middleware, self._hooks = mw, hk
-            self.version += 1
             self._refresh()
 
     def replace_all(self, middleware: Iterable[Layer], hooks: Iterable[Layer]) -> None:
@@ -130,7 +123,6 @@ class MiddlewareRegistry:
             hk[layer.kind] = (*hk[layer.kind], layer)
         with self._lock:
             self._middleware, self._hooks = mw, hk
-            self.version += 1
             self._refresh()
 
     def remove_plugin(self, plugin: str) -> None:
@@ -141,7 +133,6 @@ class MiddlewareRegistry:
             self._hooks = {
                 k: tuple(x for x in v if x.plugin != plugin) for k, v in self._hooks.items()
             }
-            self.version += 1
             self._refresh()
 
     def clear(self) -> None:

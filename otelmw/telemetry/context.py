@@ -16,14 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import wrapt
-from opentelemetry import context as otel_context
-from opentelemetry.context import _RUNTIME_CONTEXT, Context
+from opentelemetry.context import _RUNTIME_CONTEXT
 
 T = TypeVar("T")
-
-
-def attach(ctx: Context) -> object:
-    return otel_context.attach(ctx)
 
 
 def safe_detach(token: object) -> None:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from opentelemetry import _logs, metrics, trace
+from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import __version__
@@ -30,7 +31,7 @@ from ..registry import Layer
 from ..results import NormalizedToolResult
 from . import attributes as a
 from .content import ContentPolicy, default_redactor
-from .context import attach, safe_detach
+from .context import safe_detach
 from .digests import digest, type_name
 from .metrics import Instruments
 from .responses import ResponseFacts, is_stream
@@ -54,7 +55,8 @@ def hook_events_mode(value: str | None = None) -> str:
 
 
 def error_type(exc: BaseException) -> str:
-    exc = getattr(exc, "original", None) or exc  # Hermes' private downstream wrapper
+    # Host wrappers are unwrapped by their adapter (Hermes' downstream wrapper in
+    # instrumentation/hermes.py), not guessed here from an ``original`` attribute.
     t = type(exc)
     return f"{t.__module__}.{t.__qualname__}"
 
@@ -247,7 +249,7 @@ class TelemetryObserver:
             msgs = request.get("messages", request.get("input"))
             if msgs is not None:
                 span.set_attribute(a.GEN_AI_INPUT_MESSAGES, self.content.render(msgs))
-        token = attach(trace.set_span_in_context(span))
+        token = otel_context.attach(trace.set_span_in_context(span))
         call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
 
     def _start_tool(self, call: CallInfo, args: Any) -> None:
@@ -267,7 +269,7 @@ class TelemetryObserver:
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
-        token = attach(trace.set_span_in_context(span))
+        token = otel_context.attach(trace.set_span_in_context(span))
         metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
         call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
 
@@ -454,7 +456,7 @@ class TelemetryObserver:
     def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
         info = self._layer_info(layer, position)
         span = self.tracer.start_span(info[2], kind=_INTERNAL, attributes=info[3])
-        token = attach(trace.set_span_in_context(span))
+        token = otel_context.attach(trace.set_span_in_context(span))
         return (span, token, time.perf_counter(), info)
 
     def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
@@ -532,7 +534,7 @@ class TelemetryObserver:
                 attrs[a.OTELMW_TURN_ID] = turn.turn_id
             span = self.tracer.start_span(f"invoke_agent {name}", kind=_INTERNAL,
                                           attributes=attrs)
-            token = attach(trace.set_span_in_context(span))
+            token = otel_context.attach(trace.set_span_in_context(span))
             return (span, token, time.perf_counter(), name)
         except Exception as exc:
             self._internal_failure("turn_started", exc)

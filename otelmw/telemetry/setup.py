@@ -246,12 +246,3 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
 
 def current() -> Telemetry | None:
     return _current
-
-
-def reset_for_tests() -> None:
-    """Forget the configured state (tests only; providers stay installed globally)."""
-    global _current
-    with _lock:
-        if _current is not None and _current.observer is not None:
-            _current.observer.close()
-        _current = None
