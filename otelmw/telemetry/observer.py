@@ -566,6 +566,10 @@ class TelemetryObserver:
     def hook_fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
                    failures: int) -> None:
         try:
+            # Nothing to build (attributes, digests) when no log processor listens.
+            enabled = getattr(self.logger, "enabled", None)
+            if enabled is not None and not enabled(event_name=f"otelmw.hook.{hook_name}"):
+                return
             self._emit_hook(call, hook_name, payload, failures)
         except Exception as exc:
             self._internal_failure("hook_fired", exc)
