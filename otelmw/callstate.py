@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from . import contract as c
@@ -40,16 +41,36 @@ def isawaitable(value: Any) -> bool:
     return hasattr(value, "__await__")
 
 
+def _base_payload(p: Any, request: Any) -> Any:
+    """A rewritten payload as the base call gets it: plain mutable structures."""
+    if isinstance(p, FrozenDict) or (isinstance(p, dict) and p is not request):
+        return thaw(p)
+    return p
+
+
 def terminal_for(execute: Callable[[Any], Any], request: Any, original: Any
                  ) -> Callable[[Any], Any]:
     """The base call at the end of the execution chain: the host gets its own
-    object back when nothing was rewritten, plain mutable structures otherwise."""
+    object back when nothing was rewritten (or a wrapper restored the original),
+    plain mutable structures otherwise."""
 
     def terminal(p: Any) -> Any:
-        if p is original:  # nothing rewritten (or a wrapper restored the original)
-            return execute(request)
-        if isinstance(p, FrozenDict) or (isinstance(p, dict) and p is not request):
-            p = thaw(p)
-        return execute(p)
+        return execute(request if p is original else _base_payload(p, request))
+
+    return terminal
+
+
+def timed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
+                       elapsed: list[float]) -> Callable[[Any], Any]:
+    """``terminal_for`` that adds the base call's own duration to ``elapsed[0]``
+    (a tool's ``execution_time_ms`` excludes middleware around it)."""
+
+    def terminal(p: Any) -> Any:
+        p = request if p is original else _base_payload(p, request)
+        t0 = perf_counter()
+        try:
+            return execute(p)
+        finally:
+            elapsed[0] += perf_counter() - t0
 
     return terminal

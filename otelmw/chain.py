@@ -85,10 +85,6 @@ class RewriteStep:
         self.kw = base_kw
         self.kw[ORIGINAL_KEY[self.key]] = original
 
-    def start(self, layer: Layer, pos: int) -> Any:
-        self.kw[self.key] = self.current
-        return self.obs.rewrite_started(self.call, layer, pos) if self.obs is not None else None
-
     def finish(self, layer: Layer, token: Any, ret: Any, exc: BaseException | None) -> None:
         outcome, keys, source, reason = o.UNCHANGED, [], None, None
         if exc is not None:
@@ -117,12 +113,14 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
                  failures: FailureLog) -> Any:
     """Apply request middleware; returns the effective (frozen) payload."""
     step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
+    kw, key = step.kw, step.key
     for pos, layer in enumerate(layers):
-        token = step.start(layer, pos)
+        kw[key] = step.current
+        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
         ret: Any = None
         err: BaseException | None = None
         try:
-            ret = layer.callback(**step.kw)
+            ret = layer.callback(**kw)
             if ret is not None and inspect.isawaitable(ret):
                 _close_awaitable(ret)
                 ret = None
@@ -130,7 +128,8 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
                     "async request middleware cannot run in a synchronous call")
         except Exception as exc:
             err = exc
-        step.finish(layer, token, ret, err)
+        if ret is not None or err is not None or obs is not None:  # else: unchanged, unseen
+            step.finish(layer, token, ret, err)
     return step.current
 
 
@@ -138,12 +137,14 @@ async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, pa
                         original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
                         failures: FailureLog) -> Any:
     step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
+    kw, key = step.kw, step.key
     for pos, layer in enumerate(layers):
-        token = step.start(layer, pos)
+        kw[key] = step.current
+        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
         ret: Any = None
         err: BaseException | None = None
         try:
-            ret = layer.callback(**step.kw)
+            ret = layer.callback(**kw)
             if inspect.isawaitable(ret):
                 ret = await ret
         except Exception as exc:
@@ -172,14 +173,14 @@ def _reused(layer: Layer) -> NextCallReusedError:
         "execution middleware may call it at most once")
 
 
-def _on_raise(frame: _Frame, layer: Layer, exc: BaseException, failures: FailureLog,
+def _on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog,
               kw: dict[str, Any]) -> str:
     """Classify an exception raised by an execution callback. Returns the outcome."""
-    if frame.state == _RAISED or frame.state == _RUNNING:
+    if state in (_RAISED, _RUNNING):
         return o.ERROR
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: never swallowed
         return o.ERROR
-    if frame.state == _RETURNED:
+    if state == _RETURNED:
         _fail(failures, layer, "after", exc, "execution middleware raised after next_call")
         return o.FAILED_AFTER_NEXT
     _fail(failures, layer, "before", exc, "execution middleware raised before next_call", kw)
@@ -191,59 +192,61 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
                   obs: PipelineObserver | None, failures: FailureLog) -> Any:
     """Run ``terminal(payload)`` inside the nested execution chain."""
     n = len(layers)
+    # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
+    # at call time, so inner layers rebinding these keys is harmless.
+    kw = base_kw
 
     def call_at(i: int, p: Any) -> Any:
         if i >= n:
             return terminal(p)
         layer = layers[i]
-        frame = _Frame()
+        # Per-layer state of next_call lives in closure cells (no frame object:
+        # this runs once per layer per call).
+        state = _NOT_CALLED
+        result: Any = None
+        error: BaseException | None = None
 
         def next_call(next_payload: Any = None) -> Any:
-            if frame.state != _NOT_CALLED:
+            nonlocal state, result, error
+            if state != _NOT_CALLED:
                 raise _reused(layer)
-            frame.state = _RUNNING
+            state = _RUNNING
             try:
                 r = call_at(i + 1, p if next_payload is None else next_payload)
             except BaseException as e:
-                frame.state, frame.error = _RAISED, e
+                state, error = _RAISED, e
                 raise
-            frame.state, frame.result = _RETURNED, r
+            state, result = _RETURNED, r
             return r
 
-        # One shared dict per call: ``callback(**kw)`` hands the callee its own
-        # copy at call time, so inner layers rebinding these keys is harmless.
-        kw = base_kw
         kw[key] = p
         kw["next_call"] = next_call
-        failed: BaseException | None = None
         token = obs.wrapper_started(call, layer, i) if obs is not None else None
         try:
-            result = layer.callback(**kw)
-            if frame.state == _NOT_CALLED and inspect.isawaitable(result):
-                _close_awaitable(result)
+            ret = layer.callback(**kw)
+            if state == _NOT_CALLED and ret is not None and inspect.isawaitable(ret):
+                _close_awaitable(ret)
                 raise AsyncMiddlewareInSyncCallError(
                     "async execution middleware cannot run in a synchronous call")
         except BaseException as exc:
-            outcome = _on_raise(frame, layer, exc, failures, kw)
+            outcome = _on_raise(state, layer, exc, failures, kw)
             if obs is not None:
                 obs.wrapper_finished(call, token, outcome, exc)
-            if outcome == o.ERROR:
-                if not (isinstance(exc, NextCallReusedError) and frame.error is not None):
-                    raise
-                failed = frame.error  # re-raised below, outside this handler
+            if outcome == o.ERROR and not (isinstance(exc, NextCallReusedError)
+                                           and error is not None):
+                raise
         else:
-            failed = None
-            outcome = ""
-        if failed is not None:
-            raise failed
+            if obs is not None:
+                obs.wrapper_finished(call, token, o.PASSED if state != _NOT_CALLED
+                                     else o.SHORT_CIRCUIT, None)
+            return ret
+        # Handled outside the except block so a re-raised or downstream exception
+        # does not carry this one as its __context__.
+        if outcome == o.ERROR:
+            raise error  # type: ignore[misc]  # the downstream failure, not the reuse
         if outcome == o.FAILED_AFTER_NEXT:
-            return frame.result
-        if outcome == o.FAILED_BEFORE_NEXT:
-            return call_at(i + 1, p)
-        outcome = o.SHORT_CIRCUIT if frame.state == _NOT_CALLED else o.PASSED
-        if obs is not None:
-            obs.wrapper_finished(call, token, outcome, None)
-        return result
+            return result
+        return call_at(i + 1, p)  # FAILED_BEFORE_NEXT: skip this layer
 
     return call_at(0, payload)
 
@@ -298,7 +301,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
                     frame.pending) == inspect.CORO_CREATED:
                 frame.pending.close()  # handed out but never awaited: downstream never ran
                 frame.state = _NOT_CALLED
-            outcome = _on_raise(frame, layer, exc, failures, kw)
+            outcome = _on_raise(frame.state, layer, exc, failures, kw)
             if obs is not None:
                 obs.wrapper_finished(call, token, outcome, exc)
             if outcome == o.ERROR:

@@ -124,6 +124,7 @@ class CallInfo:
     """The context of one LLM or tool call as it moves through the pipeline.
 
     ``as_kwargs`` produces the runtime-context fields every callback receives.
+    The pipelines construct it positionally: keep new fields after ``server_port``.
     """
 
     operation: str  # "chat" or "execute_tool"
@@ -150,6 +151,7 @@ class CallInfo:
         (rebuilt only if entries were added since)."""
         view = self._trace_view
         if view is None or len(view) != len(self.middleware_trace):
+            # freeze([]) is the one shared empty view: no per-call allocation
             view = self._trace_view = freeze(self.middleware_trace)
         return view
 

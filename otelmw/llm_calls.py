@@ -40,10 +40,11 @@ class LLMCalls:
         if model is None and isinstance(request, dict):
             m = request.get("model")
             model = m if isinstance(m, str) else None
+        # Positional (field order of CallInfo): see ToolCalls._tool_call.
         call = c.CallInfo("chat", rc.session_id, rc.task_id, rc.turn_id,
                           api_request_id or c.new_request_id(rc.turn_id), provider, model,
-                          api_mode, runtime_id=rc.runtime_id, agent_name=rc.agent_name,
-                          server_address=server[0], server_port=server[1])
+                          api_mode, None, None, rc.runtime_id, rc.agent_name, server[0],
+                          server[1])
         _last_api_request_id.set(call.api_request_id)
         return call
 
@@ -97,46 +98,45 @@ class LLMCalls:
         if not reg.llm_active and not hooked:  # observer only: just the base call
             return execute(request)
         original, kw = self._llm_prepare(call, request)
+        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if reg.middleware(c.LLM_REQUEST):
             effective = run_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
-                                     original, original, dict(kw), obs, failures)
-        started = time.time()
-        payload = self._api_payload(call, kw, effective, started) if hooked else None
-        if payload is not None:
+                                     original, original, mkw, obs, failures)
+        payload = None
+        if hooked:
+            payload = self._api_payload(call, kw, effective, time.time())
             fire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs,
                        failures)
         terminal = terminal_for(execute, request, original)
         layers = reg.middleware(c.LLM_EXECUTION)
         try:
             if layers:
-                ekw = {**kw, "original_request": original,
-                       "middleware_trace": call.trace_view()}
-                result = run_execution(layers, call, "request", effective, ekw, terminal,
+                mkw["original_request"] = original
+                mkw["middleware_trace"] = call.trace_view()
+                result = run_execution(layers, call, "request", effective, mkw, terminal,
                                        obs, failures)
             else:
                 result = terminal(effective)
         except Exception as exc:
             if payload is not None:
                 fire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
-                           self._error_payload(payload, exc, started), obs, failures)
+                           self._error_payload(payload, exc), obs, failures)
             raise
         if payload is not None:
             fire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
-                       self._response_payload(payload, result, started), obs, failures)
+                       self._response_payload(payload, result), obs, failures)
         return result
 
     @staticmethod
-    def _error_payload(payload: dict[str, Any], exc: BaseException, started: float
-                       ) -> dict[str, Any]:
-        now = time.time()
+    def _error_payload(payload: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+        now, started = time.time(), payload["started_at"]
         return {**payload, "error": exc, "error_type": type(exc).__qualname__,
                 "error_message": safe_str(exc), "ended_at": now, "api_duration": now - started}
 
     @staticmethod
-    def _response_payload(payload: dict[str, Any], result: Any, started: float
-                          ) -> dict[str, Any]:
-        now = time.time()
+    def _response_payload(payload: dict[str, Any], result: Any) -> dict[str, Any]:
+        now, started = time.time(), payload["started_at"]
         out = {**payload, "response": result, "ended_at": now, "api_duration": now - started}
         return out
 
@@ -176,22 +176,23 @@ class LLMCalls:
             r = execute(request)
             return (await r) if isawaitable(r) else r
         original, kw = self._llm_prepare(call, request)
+        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if reg.middleware(c.LLM_REQUEST):
             effective = await arun_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
-                                            original, original, dict(kw), obs, failures)
-        started = time.time()
-        payload = self._api_payload(call, kw, effective, started) if hooked else None
-        if payload is not None:
+                                            original, original, mkw, obs, failures)
+        payload = None
+        if hooked:
+            payload = self._api_payload(call, kw, effective, time.time())
             await afire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload,
                               obs, failures)
         terminal = terminal_for(execute, request, original)
         layers = reg.middleware(c.LLM_EXECUTION)
         try:
             if layers:
-                ekw = {**kw, "original_request": original,
-                       "middleware_trace": call.trace_view()}
-                result = await arun_execution(layers, call, "request", effective, ekw, terminal,
+                mkw["original_request"] = original
+                mkw["middleware_trace"] = call.trace_view()
+                result = await arun_execution(layers, call, "request", effective, mkw, terminal,
                                               obs, failures)
             else:
                 result = terminal(effective)
@@ -200,11 +201,11 @@ class LLMCalls:
         except Exception as exc:
             if payload is not None:
                 await afire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
-                                  self._error_payload(payload, exc, started), obs, failures)
+                                  self._error_payload(payload, exc), obs, failures)
             raise
         if payload is not None:
             await afire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
-                              self._response_payload(payload, result, started), obs, failures)
+                              self._response_payload(payload, result), obs, failures)
         return result
 
     # ----------------------------------------------------------------- tools

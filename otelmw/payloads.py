@@ -67,24 +67,60 @@ def freeze(value: Any) -> Any:
     Frozen sub-trees are reused; other objects (SDK clients, pydantic models,
     tuples of scalars) are shared as they are. Cycles are preserved.
     """
-    if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
-        return value
-    if type(value) is list and not value:
-        return _EMPTY_LIST
-    if type(value) is dict:  # flat dict of scalars (typical tool args): one copy, no memo
-        for v in value.values():
-            if type(v) not in _SCALARS:
-                break
-        else:
-            return FrozenDict(value)
     try:
-        return _freeze(value, {})
+        if type(value) is dict:  # inlined top level of _freeze_tree: the usual payload
+            out = FrozenDict(value)
+            try:
+                for k, v in value.items():
+                    if type(v) not in _SCALARS:
+                        _dict_set(out, k, _freeze_tree(v, 1))
+                return out
+            except _NotATree:
+                return _freeze(value, {})
+        if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
+            return value
+        try:
+            return _freeze_tree(value, 0)
+        except _NotATree:
+            return _freeze(value, {})
     except RecursionError:  # absurdly deep: hand it on unprotected rather than fail the call
         return value
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
 _EMPTY_LIST = FrozenList()
+_MAX_TREE_DEPTH = 48
+_dict_set = dict.__setitem__
+
+
+class _NotATree(Exception):
+    """Too deep (a cycle?) or not plain dicts/lists: take the memoized path."""
+
+
+def _freeze_tree(value: Any, depth: int) -> Any:
+    # The common case, JSON-shaped plain dicts and lists, without the memo the
+    # general path needs for cycles and shared sub-trees: copy each container in
+    # C, then replace only the non-scalar values. A shared sub-tree is frozen
+    # twice here (equal, not identical), which no reader can tell apart.
+    t = type(value)
+    if t is dict:
+        if depth > _MAX_TREE_DEPTH:
+            raise _NotATree
+        out = FrozenDict(value)
+        for k, v in value.items():
+            if type(v) not in _SCALARS:
+                _dict_set(out, k, _freeze_tree(v, depth + 1))
+        return out
+    if t is list:
+        if depth > _MAX_TREE_DEPTH:
+            raise _NotATree
+        if not value:
+            return _EMPTY_LIST
+        return FrozenList([v if type(v) in _SCALARS else _freeze_tree(v, depth + 1)
+                           for v in value])
+    if t is FrozenDict or t is FrozenList or not isinstance(value, dict | list | tuple):
+        return value
+    raise _NotATree  # tuples and dict/list subclasses
 
 
 def _freeze(value: Any, memo: dict[int, Any]) -> Any:

@@ -65,6 +65,11 @@ class RuntimeToolResultMiddleware(Protocol):
     ) -> NormalizedToolResult: ...
 
 
+def passthrough_result(result: Any, execution_time_ms: float) -> NormalizedToolResult:
+    """The raw result wrapped unchanged (positional: this runs on every tool call)."""
+    return NormalizedToolResult(result, True, None, {}, execution_time_ms, time.time(), result)
+
+
 class PassThroughMiddleware:
     """Wraps the raw result unchanged; used when a runtime has no normalizer."""
 
@@ -77,11 +82,7 @@ class PassThroughMiddleware:
 
     def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext
                   ) -> NormalizedToolResult:
-        return NormalizedToolResult(
-            content=result,
-            execution_time_ms=ctx.execution_time_ms,
-            raw_result=result,
-        )
+        return passthrough_result(result, ctx.execution_time_ms)
 
 
 _PASS_THROUGH = PassThroughMiddleware()
@@ -177,9 +178,7 @@ def normalize_result(
     """Run the runtime's normalizer; on failure fall back to pass-through (warn once)."""
     normalizer = registry.lookup(ctx.runtime_id)
     if normalizer is None:
-        return NormalizedToolResult(
-            content=result, execution_time_ms=ctx.execution_time_ms, raw_result=result
-        )
+        return passthrough_result(result, ctx.execution_time_ms)
     try:
         out = normalizer.normalize(result, tool_name, ctx)
     except Exception as exc:
@@ -193,9 +192,7 @@ def normalize_result(
         failures.record(NORMALIZE, ctx.runtime_id, type(normalizer).__name__,
                         f"normalizer returned {type(out).__name__}, not NormalizedToolResult",
                         signature=("shape", type(out).__name__))
-    return NormalizedToolResult(
-        content=result, execution_time_ms=ctx.execution_time_ms, raw_result=result
-    )
+    return passthrough_result(result, ctx.execution_time_ms)
 
 
 def failure_from_exception(exc: BaseException, execution_time_ms: float) -> NormalizedToolResult:

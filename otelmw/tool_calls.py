@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import _last_api_request_id, isawaitable, terminal_for
+from .callstate import _last_api_request_id, isawaitable, terminal_for, timed_terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import MEMORY, FailureLog, describe
 from .hooks import afire_hooks, block_directive, fire_hooks, first_string, hooks_wanted
@@ -25,6 +25,7 @@ from .results import (
     failure_from_exception,
     is_bypassed,
     normalize_result,
+    passthrough_result,
 )
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
@@ -120,11 +121,12 @@ class ToolCalls:
     def _tool_call(self, tool_name: str, tool_call_id: str | None,
                    runtime_id: str | None) -> c.CallInfo:
         rc = c.current_runtime_context()
+        # Positional (field order of CallInfo): keyword matching costs more than
+        # the rest of the construction on this per-call path.
         return c.CallInfo("execute_tool", rc.session_id, rc.task_id, rc.turn_id,
                           _last_api_request_id.get() or c.new_request_id(rc.turn_id),
-                          tool_name=tool_name,
-                          tool_call_id=tool_call_id, runtime_id=runtime_id,
-                          agent_name=rc.agent_name)
+                          None, None, None, tool_name, tool_call_id, runtime_id,
+                          rc.agent_name)
 
     def _tool_prepare(self, call: c.CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
         """(parsed args, frozen original, base kwargs) — raises ToolArgumentsError."""
@@ -136,7 +138,7 @@ class ToolCalls:
         if error is not None:
             return failure_from_exception(error, ms)
         if is_bypassed(call.runtime_id):
-            return NormalizedToolResult(content=raw, execution_time_ms=ms, raw_result=raw)
+            return passthrough_result(raw, ms)
         ctx = self._memory_ctx(call, ms)
         return normalize_result(self.normalizers, self.failures, raw, call.tool_name or "", ctx)
 
@@ -189,10 +191,11 @@ class ToolCalls:
             if raise_errors:
                 raise
             return model_result
+        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if reg.middleware(c.TOOL_REQUEST):
             effective = run_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST), call,
-                                     original, original, {**kw}, obs, failures)
+                                     original, original, mkw, obs, failures)
         blocked = None
         if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
             trace = call.trace_view()
@@ -203,22 +206,14 @@ class ToolCalls:
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
         else:
-            base = terminal_for(execute, parsed, original)
-            elapsed = [0.0]
-
-            def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
-                t0 = time.perf_counter()
-                try:
-                    return base(p)
-                finally:
-                    elapsed[0] += time.perf_counter() - t0
-
+            elapsed = [0.0]  # execution_time_ms: the base call only
+            terminal = timed_terminal_for(execute, parsed, original, elapsed)
             layers = reg.middleware(c.TOOL_EXECUTION)
             raw: Any = None
             try:
                 if layers:
-                    raw = run_execution(layers, call, "args", effective,
-                                        {**kw, "original_args": original}, terminal, obs,
+                    mkw["original_args"] = original
+                    raw = run_execution(layers, call, "args", effective, mkw, terminal, obs,
                                         failures)
                 else:
                     raw = terminal(effective)
@@ -289,10 +284,11 @@ class ToolCalls:
             if raise_errors:
                 raise
             return model_result
+        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if reg.middleware(c.TOOL_REQUEST):
             effective = await arun_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST),
-                                            call, original, original, {**kw}, obs, failures)
+                                            call, original, original, mkw, obs, failures)
         blocked = None
         if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
             trace = call.trace_view()
@@ -318,8 +314,8 @@ class ToolCalls:
             raw: Any = None
             try:
                 if layers:
-                    raw = await arun_execution(layers, call, "args", effective,
-                                               {**kw, "original_args": original}, terminal,
+                    mkw["original_args"] = original
+                    raw = await arun_execution(layers, call, "args", effective, mkw, terminal,
                                                obs, failures)
                 else:
                     raw = await terminal(effective)
