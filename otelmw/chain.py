@@ -212,7 +212,8 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
                 raise _reused(layer)
             state = _RUNNING
             try:
-                r = call_at(i + 1, p if next_payload is None else next_payload)
+                np = p if next_payload is None else next_payload
+                r = terminal(np) if i + 1 == n else call_at(i + 1, np)
             except BaseException as e:
                 state, error = _RAISED, e
                 raise

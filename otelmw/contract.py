@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from random import getrandbits
 from typing import Any, Final
 
-from .payloads import freeze
+from .payloads import EMPTY_LIST_VIEW, freeze
 
 TELEMETRY_SCHEMA_VERSION: Final = "otelmw.observer.v1"
 MIDDLEWARE_SCHEMA_VERSION: Final = "otelmw.middleware.v1"
@@ -149,10 +149,12 @@ class CallInfo:
     def trace_view(self) -> Any:
         """Read-only view of ``middleware_trace`` for payloads, built once per call
         (rebuilt only if entries were added since)."""
+        trace = self.middleware_trace
+        if not trace:
+            return EMPTY_LIST_VIEW  # the usual case: nothing rewritten
         view = self._trace_view
-        if view is None or len(view) != len(self.middleware_trace):
-            # freeze([]) is the one shared empty view: no per-call allocation
-            view = self._trace_view = freeze(self.middleware_trace)
+        if view is None or len(view) != len(trace):
+            view = self._trace_view = freeze(trace)
         return view
 
     def as_kwargs(self) -> dict[str, Any]:

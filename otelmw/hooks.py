@@ -38,10 +38,10 @@ def _emit(obs: PipelineObserver | None, layers: tuple[Layer, ...]) -> bool:
     return mode == "all" or (mode == "registered" and bool(layers))
 
 
-def hooks_wanted(obs: PipelineObserver | None, *layers: tuple[Layer, ...]) -> bool:
-    """Whether a hook stage has anything to do (callbacks, or ``all`` events):
-    payloads are only built when it does."""
-    return any(layers) or (obs is not None and getattr(obs, "hook_events", "") == "all")
+def all_hook_events(obs: PipelineObserver | None) -> bool:
+    """Whether the observer wants every hook point, even those without callbacks.
+    Payloads are built only when a hook point has callbacks or this is true."""
+    return obs is not None and getattr(obs, "hook_events", "") == "all"
 
 
 def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,

@@ -11,7 +11,7 @@ from . import contract as c
 from .callstate import _current_llm_call, _last_api_request_id, _reset, isawaitable, terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import FailureLog, safe_str
-from .hooks import afire_hooks, fire_hooks, hooks_wanted
+from .hooks import afire_hooks, all_hook_events, fire_hooks
 from .memory import MemoryAdapter
 from .observe import PipelineObserver
 from .payloads import freeze
@@ -93,23 +93,24 @@ class LLMCalls:
 
     def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
-        hooked = hooks_wanted(obs, reg.hooks(c.PRE_API_REQUEST), reg.hooks(c.POST_API_REQUEST),
-                              reg.hooks(c.API_REQUEST_ERROR))
+        mw, hk = reg.tables()
+        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
+                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
         if not reg.llm_active and not hooked:  # observer only: just the base call
             return execute(request)
         original, kw = self._llm_prepare(call, request)
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
-        if reg.middleware(c.LLM_REQUEST):
-            effective = run_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
+        if mw[c.LLM_REQUEST]:
+            effective = run_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                      original, original, mkw, obs, failures)
         payload = None
         if hooked:
             payload = self._api_payload(call, kw, effective, time.time())
-            fire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload, obs,
+            fire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload, obs,
                        failures)
         terminal = terminal_for(execute, request, original)
-        layers = reg.middleware(c.LLM_EXECUTION)
+        layers = mw[c.LLM_EXECUTION]
         try:
             if layers:
                 mkw["original_request"] = original
@@ -120,11 +121,11 @@ class LLMCalls:
                 result = terminal(effective)
         except Exception as exc:
             if payload is not None:
-                fire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                fire_hooks(hk[c.API_REQUEST_ERROR], call, c.API_REQUEST_ERROR,
                            self._error_payload(payload, exc), obs, failures)
             raise
         if payload is not None:
-            fire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+            fire_hooks(hk[c.POST_API_REQUEST], call, c.POST_API_REQUEST,
                        self._response_payload(payload, result), obs, failures)
         return result
 
@@ -170,24 +171,25 @@ class LLMCalls:
     async def _arun_llm(self, call: c.CallInfo, request: Any,
                         execute: Callable[[Any], Any]) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
-        hooked = hooks_wanted(obs, reg.hooks(c.PRE_API_REQUEST), reg.hooks(c.POST_API_REQUEST),
-                              reg.hooks(c.API_REQUEST_ERROR))
+        mw, hk = reg.tables()
+        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
+                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
         if not reg.llm_active and not hooked:  # observer only: just the base call
             r = execute(request)
             return (await r) if isawaitable(r) else r
         original, kw = self._llm_prepare(call, request)
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
-        if reg.middleware(c.LLM_REQUEST):
-            effective = await arun_rewrites(c.LLM_REQUEST, reg.middleware(c.LLM_REQUEST), call,
+        if mw[c.LLM_REQUEST]:
+            effective = await arun_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                             original, original, mkw, obs, failures)
         payload = None
         if hooked:
             payload = self._api_payload(call, kw, effective, time.time())
-            await afire_hooks(reg.hooks(c.PRE_API_REQUEST), call, c.PRE_API_REQUEST, payload,
+            await afire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload,
                               obs, failures)
         terminal = terminal_for(execute, request, original)
-        layers = reg.middleware(c.LLM_EXECUTION)
+        layers = mw[c.LLM_EXECUTION]
         try:
             if layers:
                 mkw["original_request"] = original
@@ -200,11 +202,11 @@ class LLMCalls:
                     result = await result
         except Exception as exc:
             if payload is not None:
-                await afire_hooks(reg.hooks(c.API_REQUEST_ERROR), call, c.API_REQUEST_ERROR,
+                await afire_hooks(hk[c.API_REQUEST_ERROR], call, c.API_REQUEST_ERROR,
                                   self._error_payload(payload, exc), obs, failures)
             raise
         if payload is not None:
-            await afire_hooks(reg.hooks(c.POST_API_REQUEST), call, c.POST_API_REQUEST,
+            await afire_hooks(hk[c.POST_API_REQUEST], call, c.POST_API_REQUEST,
                               self._response_payload(payload, result), obs, failures)
         return result
 

@@ -88,7 +88,7 @@ def freeze(value: Any) -> Any:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
-_EMPTY_LIST = FrozenList()
+EMPTY_LIST_VIEW = FrozenList()
 _MAX_TREE_DEPTH = 48
 _dict_set = dict.__setitem__
 
@@ -115,7 +115,7 @@ def _freeze_tree(value: Any, depth: int) -> Any:
         if depth > _MAX_TREE_DEPTH:
             raise _NotATree
         if not value:
-            return _EMPTY_LIST
+            return EMPTY_LIST_VIEW
         return FrozenList([v if type(v) in _SCALARS else _freeze_tree(v, depth + 1)
                            for v in value])
     if t is FrozenDict or t is FrozenList or not isinstance(value, dict | list | tuple):

@@ -71,6 +71,7 @@ class MiddlewareRegistry:
         self._lock = threading.Lock()
         self._middleware: dict[str, tuple[Layer, ...]] = {k: () for k in MIDDLEWARE_KINDS}
         self._hooks: dict[str, tuple[Layer, ...]] = {h: () for h in HOOK_NAMES}
+        self._tables = (self._middleware, self._hooks)
         # Cached "anything registered?" per call type: the no-middleware fast path
         # reads one attribute instead of scanning (and allocating bound methods).
         self.llm_active = False
@@ -78,10 +79,16 @@ class MiddlewareRegistry:
 
     def _refresh(self) -> None:
         m, h = self._middleware, self._hooks
+        self._tables = (m, h)  # one attribute store: readers never see a torn pair
         self.llm_active = bool(m["llm_request"] or m["llm_execution"] or h["pre_api_request"]
                                or h["post_api_request"] or h["api_request_error"])
         self.tool_active = bool(m["tool_request"] or m["tool_execution"] or h["pre_tool_call"]
                                 or h["post_tool_call"] or h["transform_tool_result"])
+
+    def tables(self) -> tuple[dict[str, tuple[Layer, ...]], dict[str, tuple[Layer, ...]]]:
+        """(middleware by kind, hooks by name): one consistent snapshot for a whole
+        call, however plugins are reloaded meanwhile. Read-only by convention."""
+        return self._tables
 
     def middleware(self, kind: str) -> tuple[Layer, ...]:
         return self._middleware[kind]

@@ -13,7 +13,7 @@ from . import contract as c
 from .callstate import _last_api_request_id, isawaitable, terminal_for, timed_terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import MEMORY, FailureLog, describe
-from .hooks import afire_hooks, block_directive, fire_hooks, first_string, hooks_wanted
+from .hooks import afire_hooks, all_hook_events, block_directive, fire_hooks, first_string
 from .memory import MemoryAdapter
 from .observe import PipelineObserver
 from .payloads import freeze
@@ -182,25 +182,27 @@ class ToolCalls:
     def _run_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
                   raise_errors: bool) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
+        mw, hk = reg.tables()
+        every = all_hook_events(obs)  # hook events wanted even without callbacks
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
             model_result, normalized, bad = self._bad_arguments(call, args, exc)
-            fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, bad, obs, failures)
+            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, bad, obs, failures)
             self._record_memory(call, normalized)
             if raise_errors:
                 raise
             return model_result
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
-        if reg.middleware(c.TOOL_REQUEST):
-            effective = run_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST), call,
+        if mw[c.TOOL_REQUEST]:
+            effective = run_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST], call,
                                      original, original, mkw, obs, failures)
         blocked = None
-        if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
+        if hk[c.PRE_TOOL_CALL] or every:
             trace = call.trace_view()
             blocked = block_directive(fire_hooks(
-                reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
@@ -208,7 +210,7 @@ class ToolCalls:
         else:
             elapsed = [0.0]  # execution_time_ms: the base call only
             terminal = timed_terminal_for(execute, parsed, original, elapsed)
-            layers = reg.middleware(c.TOOL_EXECUTION)
+            layers = mw[c.TOOL_EXECUTION]
             raw: Any = None
             try:
                 if layers:
@@ -224,13 +226,13 @@ class ToolCalls:
             status = "ok" if normalized.success else "error"
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
-        if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
+        if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            fire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
+            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                        failures)
         self._record_memory(call, normalized)
         transformed = None if payload is None else first_string(fire_hooks(
-            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+            hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
             failures))
         if error is not None and raise_errors:
             raise error
@@ -274,11 +276,13 @@ class ToolCalls:
     async def _arun_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
                          raise_errors: bool) -> Any:
         reg, obs, failures = self.registry, self.observer, self.failures
+        mw, hk = reg.tables()
+        every = all_hook_events(obs)  # hook events wanted even without callbacks
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
             model_result, normalized, bad = self._bad_arguments(call, args, exc)
-            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, bad, obs,
+            await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, bad, obs,
                               failures)
             self._record_memory(call, normalized)
             if raise_errors:
@@ -286,14 +290,14 @@ class ToolCalls:
             return model_result
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
-        if reg.middleware(c.TOOL_REQUEST):
-            effective = await arun_rewrites(c.TOOL_REQUEST, reg.middleware(c.TOOL_REQUEST),
+        if mw[c.TOOL_REQUEST]:
+            effective = await arun_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST],
                                             call, original, original, mkw, obs, failures)
         blocked = None
-        if hooks_wanted(obs, reg.hooks(c.PRE_TOOL_CALL)):
+        if hk[c.PRE_TOOL_CALL] or every:
             trace = call.trace_view()
             blocked = block_directive(await afire_hooks(
-                reg.hooks(c.PRE_TOOL_CALL), call, c.PRE_TOOL_CALL,
+                hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
         error: BaseException | None = None
         if blocked is not None:
@@ -310,7 +314,7 @@ class ToolCalls:
                 finally:
                     elapsed[0] += time.perf_counter() - t0
 
-            layers = reg.middleware(c.TOOL_EXECUTION)
+            layers = mw[c.TOOL_EXECUTION]
             raw: Any = None
             try:
                 if layers:
@@ -326,13 +330,13 @@ class ToolCalls:
             status = "ok" if normalized.success else "error"
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
-        if hooks_wanted(obs, reg.hooks(c.POST_TOOL_CALL), reg.hooks(c.TRANSFORM_TOOL_RESULT)):
+        if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            await afire_hooks(reg.hooks(c.POST_TOOL_CALL), call, c.POST_TOOL_CALL, payload, obs,
+            await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                               failures)
         self._record_memory(call, normalized)
         transformed = None if payload is None else first_string(await afire_hooks(
-            reg.hooks(c.TRANSFORM_TOOL_RESULT), call, c.TRANSFORM_TOOL_RESULT, payload, obs,
+            hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
             failures))
         if error is not None and raise_errors:
             raise error
