@@ -29,14 +29,6 @@ def current_llm_call() -> c.CallInfo | None:
     return _current_llm_call.get()
 
 
-def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
-    try:
-        var.reset(token)
-    except ValueError:  # token from another context: leave the var as the caller has it
-        pass
-
-
-
 def isawaitable(value: Any) -> bool:
     return hasattr(value, "__await__")
 

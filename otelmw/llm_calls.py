@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import _current_llm_call, _last_api_request_id, _reset, isawaitable, terminal_for
+from .callstate import _current_llm_call, _last_api_request_id, isawaitable, terminal_for
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import FailureLog, safe_str
 from .hooks import afire_hooks, all_hook_events, fire_hooks
@@ -48,11 +48,6 @@ class LLMCalls:
         _last_api_request_id.set(call.api_request_id)
         return call
 
-    def _llm_prepare(self, call: c.CallInfo, request: Any) -> tuple[Any, dict[str, Any]]:
-        """Frozen original + base kwargs (only when middleware or hooks exist)."""
-        original = freeze(request) if self._llm_active() else request
-        return original, call.as_kwargs()
-
 
     def _api_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]:
@@ -88,7 +83,10 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            _reset(_current_llm_call, token)
+            try:
+                _current_llm_call.reset(token)
+            except ValueError:  # token from another context: leave the var as it is there
+                pass
         return obs.call_finished(call, result, None) if obs is not None else result
 
     def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
@@ -98,7 +96,9 @@ class LLMCalls:
                       or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
         if not reg.llm_active and not hooked:  # observer only: just the base call
             return execute(request)
-        original, kw = self._llm_prepare(call, request)
+        # Frozen original only when middleware can see it (hook events alone do not).
+        original = freeze(request) if reg.llm_active else request
+        kw = call.as_kwargs()
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if mw[c.LLM_REQUEST]:
@@ -165,7 +165,10 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            _reset(_current_llm_call, token)
+            try:
+                _current_llm_call.reset(token)
+            except ValueError:  # token from another context: leave the var as it is there
+                pass
         return obs.call_finished(call, result, None) if obs is not None else result
 
     async def _arun_llm(self, call: c.CallInfo, request: Any,
@@ -177,7 +180,9 @@ class LLMCalls:
         if not reg.llm_active and not hooked:  # observer only: just the base call
             r = execute(request)
             return (await r) if isawaitable(r) else r
-        original, kw = self._llm_prepare(call, request)
+        # Frozen original only when middleware can see it (hook events alone do not).
+        original = freeze(request) if reg.llm_active else request
+        kw = call.as_kwargs()
         mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
         effective = original
         if mw[c.LLM_REQUEST]:

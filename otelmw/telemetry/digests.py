@@ -162,31 +162,46 @@ def _bytes_digest(data: Any, limit: int) -> tuple[str, int]:
 
 
 def _fits(value: Any, limit: int) -> bool:
-    """Cheap bounded walk: True when the canonical JSON is surely under ``limit``."""
+    """Cheap bounded walk: True when the canonical JSON is surely under ``limit``.
+
+    Leaves are charged where their container is scanned (no stack round trip per
+    leaf); only containers go on the stack. At most 50 000 nodes are looked at.
+    """
     budget = limit // 2  # rough: ~2 bytes per char/number of overhead at most
-    stack = [value]
     nodes = 0
+    stack = [value]
+    push = stack.append
     while stack:
         v = stack.pop()
-        nodes += 1
+        if isinstance(v, dict):
+            budget -= 2 * len(v)
+            try:
+                budget -= 2 * sum(map(len, v))  # str keys, summed in C
+            except TypeError:  # non-str keys (json converts them): count the str ones
+                budget -= 2 * sum(len(k) for k in v if type(k) is str)
+            items: Any = v.values()
+        elif isinstance(v, list | tuple):
+            budget -= len(v)
+            items = v
+        else:  # a non-container root (the caller only passes JSON types)
+            items = (v,)
+        nodes += len(items)
         if nodes > 50_000:
             return False
-        t = type(v)
-        if t is str:
-            budget -= 2 * len(v) + 2
-        elif t is dict:
-            budget -= 2 * len(v)
-            for k, x in v.items():
-                if type(k) is str:
-                    budget -= 2 * len(k)
-                stack.append(x)
-        elif t is list or t is tuple:
-            budget -= len(v)
-            stack.extend(v)
-        elif t is bytes or t is bytearray:
-            budget -= 2 * len(v) + 16
-        else:
-            budget -= 32
+        for x in items:
+            tx = type(x)
+            if tx is str:
+                budget -= 2 * len(x) + 2
+            elif tx in _FLAT_SCALARS:
+                budget -= 32
+            elif tx is dict or tx is list or tx is tuple:
+                push(x)
+            elif tx is bytes or tx is bytearray:
+                budget -= 2 * len(x) + 16
+            elif isinstance(x, dict | list | tuple):  # subclasses: walked too
+                push(x)
+            else:
+                budget -= 32
         if budget < 0:
             return False
     return True
