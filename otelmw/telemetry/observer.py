@@ -38,6 +38,9 @@ from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 
 _CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
+# Bound once: these run per middleware layer.
+_attach, _set_span_in_context, _perf_counter = (
+    otel_context.attach, trace.set_span_in_context, time.perf_counter)
 _MAX_META_KEYS = 32
 _MAX_STR = 1024
 HOOK_EVENT_MODES = ("registered", "all", "none")
@@ -453,42 +456,37 @@ class TelemetryObserver:
                                        a.OTELMW_MIDDLEWARE_OUTCOME: outcome}
         return m
 
-    def _start_layer(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        info = self._layer_info(layer, position)
-        span = self.tracer.start_span(info[2], kind=_INTERNAL, attributes=info[3])
-        token = otel_context.attach(trace.set_span_in_context(span))
-        return (span, token, time.perf_counter(), info)
-
-    def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+    def layer_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        """``rewrite_started`` and ``wrapper_started``: one span per layer, made
+        current so spans the callback opens nest under it. Runs per layer per call,
+        hence flat (no helper calls on the cached path)."""
         try:
-            return self._start_layer(call, layer, position)
+            info = self._layers.get(id(layer))
+            if info is None or info[0] is not layer or info[1] != position:
+                info = self._layer_info(layer, position)
+            span = self.tracer.start_span(info[2], kind=_INTERNAL, attributes=info[3])
+            return (span, _attach(_set_span_in_context(span)), _perf_counter(), info)
         except Exception as exc:
-            self._internal_failure("rewrite_started", exc)
+            self._internal_failure(f"{layer.kind} started", exc)
             return None
 
-    def wrapper_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        try:
-            return self._start_layer(call, layer, position)
-        except Exception as exc:
-            self._internal_failure("wrapper_started", exc)
-            return None
+    rewrite_started = wrapper_started = layer_started
 
     def _end_layer(self, token: Any, outcome: str, error: BaseException | None,
                    extra: dict[str, Any] | None) -> None:
         span, ctx_token, start, info = token
         safe_detach(ctx_token)
-        if span.is_recording():
-            if extra:
-                extra[a.OTELMW_MIDDLEWARE_OUTCOME] = outcome
-                span.set_attributes(extra)
-            else:
-                span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
+        if extra:
+            extra[a.OTELMW_MIDDLEWARE_OUTCOME] = outcome
+            span.set_attributes(extra)  # a span that is not recording ignores these
+        else:
+            span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
         if error is not None:
             span.set_attribute(a.ERROR_TYPE, error_type(error))
             span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
         span.end()
-        self.inst.middleware_duration.record(time.perf_counter() - start,
-                                             self._metric_attrs(info, outcome))
+        self.inst.middleware_duration.record(
+            _perf_counter() - start, info[4].get(outcome) or self._metric_attrs(info, outcome))
 
     def rewrite_finished(self, call: CallInfo, token: Any, outcome: str,
                          changed_keys: list[str], source: str | None, reason: str | None,
@@ -496,17 +494,19 @@ class TelemetryObserver:
         if token is None:
             return
         try:
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] | None = None
             if outcome == REWRITTEN:
-                extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128) for k in changed_keys[:64]]
                 src = _c(source or token[3][0].plugin)
-                extra[a.OTELMW_REWRITE_SOURCE] = src
-                if reason:
-                    extra[a.OTELMW_REWRITE_REASON] = _c(reason, _MAX_STR)
+                extra = {a.OTELMW_REWRITE_SOURCE: src}
+                if token[0].is_recording():
+                    extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
+                                                            for k in changed_keys[:64]]
+                    if reason:
+                        extra[a.OTELMW_REWRITE_REASON] = _c(reason, _MAX_STR)
                 self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
                                            a.OTELMW_MIDDLEWARE_KIND: token[3][0].kind})
             elif outcome == FAILED and error is None:
-                extra[a.ERROR_TYPE] = "bad_return_shape"
+                extra = {a.ERROR_TYPE: "bad_return_shape"}
             self._end_layer(token, outcome, error, extra)
         except Exception as exc:
             self._internal_failure("rewrite_finished", exc)
