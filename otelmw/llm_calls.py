@@ -77,7 +77,10 @@ class LLMCalls:
                 obs.call_started(call, request)
         token = _current_llm_call.set(call)
         try:
-            result = self._run_llm(call, request, execute)
+            if self.registry.llm_active or all_hook_events(obs):
+                result = self._run_llm(call, request, execute)
+            else:  # observer only (the SDK instrumentors' usual case): just the base call
+                result = execute(request)
         except BaseException as exc:
             if obs is not None:
                 obs.call_finished(call, None, exc)
@@ -159,7 +162,12 @@ class LLMCalls:
             obs.call_started(call, request)
         token = _current_llm_call.set(call)
         try:
-            result = await self._arun_llm(call, request, execute)
+            if self.registry.llm_active or all_hook_events(obs):
+                result = await self._arun_llm(call, request, execute)
+            else:  # observer only: just the base call
+                result = execute(request)
+                if isawaitable(result):
+                    result = await result
         except BaseException as exc:
             if obs is not None:
                 obs.call_finished(call, None, exc)

@@ -38,7 +38,11 @@ from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 
 _CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
-# Bound once: these run per middleware layer.
+_REQUEST_PARAMS = (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
+                   ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
+                   ("stream", a.GEN_AI_REQUEST_STREAM))
+_NUMBER = (bool, int, float)
+# Bound once: these run per call and per middleware layer.
 _attach, _set_span_in_context, _perf_counter = (
     otel_context.attach, trace.set_span_in_context, time.perf_counter)
 _MAX_META_KEYS = 32
@@ -182,6 +186,7 @@ class TelemetryObserver:
         # Per-layer constants (span name, start attributes, metric attributes by
         # outcome), keyed by id(layer) and checked by identity.
         self._layers: dict[int, tuple[Layer, int, str, dict[str, Any], dict[str, Any]]] = {}
+        self._chat_bases: dict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any]]] = {}
         self.failures = failures
         if failures is not None:
             failures.add_listener(self.on_failure)
@@ -218,42 +223,55 @@ class TelemetryObserver:
             call.observer_state = None
             self._internal_failure("call_started", exc)
 
-    def _start_chat(self, call: CallInfo, request: Any) -> None:
+    def _chat_base(self, key: tuple[Any, ...]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(span name, span attributes, metric attributes) shared by every chat call
+        to one provider/model/server/mode; built (and sanitized) once per key."""
+        provider, model, address, port, api_mode = key
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_CHAT,
-                                 a.GEN_AI_PROVIDER_NAME: _c(call.provider) or "unknown"}
-        model = _c(call.model)
+                                 a.GEN_AI_PROVIDER_NAME: _c(provider) or "unknown"}
+        model = _c(model)
         if model:
             attrs[a.GEN_AI_REQUEST_MODEL] = model
-        name = f"chat {model}" if model else "chat"
-        metric_attrs = dict(attrs)
         # server.address/port are metric attributes too (GenAI conventions),
         # whether or not the span is sampled.
-        if call.server_address:
-            metric_attrs[a.SERVER_ADDRESS] = attrs[a.SERVER_ADDRESS] = _c(call.server_address)
-            if call.server_port:
-                metric_attrs[a.SERVER_PORT] = attrs[a.SERVER_PORT] = call.server_port
+        if address:
+            attrs[a.SERVER_ADDRESS] = _c(address)
+            if port:
+                attrs[a.SERVER_PORT] = port
+        metric_attrs = dict(attrs)
+        if api_mode:
+            attrs[a.OTELMW_API_MODE] = _c(api_mode)
+        if len(self._chat_bases) > 1024:  # one entry per distinct model/endpoint: bounded
+            self._chat_bases.clear()
+        base = self._chat_bases[key] = (f"chat {model}" if model else "chat", attrs,
+                                        metric_attrs)
+        return base
+
+    def _start_chat(self, call: CallInfo, request: Any) -> None:
+        base_key = (call.provider, call.model, call.server_address, call.server_port,
+                    call.api_mode)
+        base = self._chat_bases.get(base_key)
+        if base is None:
+            base = self._chat_base(base_key)
+        name, attrs, metric_attrs = base[0], dict(base[1]), dict(base[2])
         # The cheap ids go in with start_span (one attribute set instead of two);
         # only content, the costly part, waits for is_recording().
         if call.session_id or call.turn_id or call.task_id:
             attrs.update(self._ids(call))
         if call.api_request_id:
             attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
-        if call.api_mode:
-            attrs[a.OTELMW_API_MODE] = _c(call.api_mode)
         if type(request) is dict:
-            for key, attr in (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
-                              ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
-                              ("stream", a.GEN_AI_REQUEST_STREAM)):
+            for key, attr in _REQUEST_PARAMS:
                 v = request.get(key)
-                if v is not None and isinstance(v, bool | int | float):
+                if v is not None and isinstance(v, _NUMBER):
                     attrs[attr] = v
         span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         if self.content.on_spans and isinstance(request, dict) and span.is_recording():
             msgs = request.get("messages", request.get("input"))
             if msgs is not None:
                 span.set_attribute(a.GEN_AI_INPUT_MESSAGES, self.content.render(msgs))
-        token = otel_context.attach(trace.set_span_in_context(span))
-        call.observer_state = _Op(span, token, time.perf_counter(), metric_attrs)
+        call.observer_state = _Op(span, _attach(_set_span_in_context(span)), _perf_counter(),
+                                  metric_attrs)
 
     def _start_tool(self, call: CallInfo, args: Any) -> None:
         tool = _c(call.tool_name) or "unknown"
@@ -344,14 +362,15 @@ class TelemetryObserver:
         span = op.span
         duration = time.perf_counter() - op.start
         mattrs = op.attrs
-        if facts.model:
-            mattrs[a.GEN_AI_RESPONSE_MODEL] = _c(facts.model)
+        response_model = _c(facts.model) if facts.model else None
+        if response_model:
+            mattrs[a.GEN_AI_RESPONSE_MODEL] = response_model
         if span.is_recording():
             attrs: dict[str, Any] = {}
             if facts.response_id:
                 attrs[a.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
-            if facts.model:
-                attrs[a.GEN_AI_RESPONSE_MODEL] = _c(facts.model)
+            if response_model:
+                attrs[a.GEN_AI_RESPONSE_MODEL] = response_model
             if facts.finish_reasons:
                 attrs[a.GEN_AI_RESPONSE_FINISH_REASONS] = [
                     _c(r, 64) for r in facts.finish_reasons[:16]]
@@ -368,10 +387,13 @@ class TelemetryObserver:
             span.set_attribute(a.ERROR_TYPE, et)
             span.set_status(Status(StatusCode.ERROR, _short(error, 256)))
         span.end()
-        self.inst.operation_duration.record(duration, mattrs)
-        for tokens, kind in ((facts.input_tokens, "input"), (facts.output_tokens, "output")):
-            if tokens is not None:
-                self.inst.token_usage.record(tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: kind})
+        inst = self.inst
+        inst.operation_duration.record(duration, mattrs)
+        if facts.input_tokens is not None:
+            inst.token_usage.record(facts.input_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
+        if facts.output_tokens is not None:
+            inst.token_usage.record(facts.output_tokens,
+                                    {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})
 
     def _end_tool(self, op: _Op, error: BaseException | None) -> None:
         span = op.span
