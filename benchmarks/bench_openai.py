@@ -170,7 +170,7 @@ def setup(config: str) -> tuple[Any, DroppingExporter, TracerProvider]:
     return call, exporter, tp
 
 
-PARAMS = {"full": {"n": 200, "batches": 3, "warmup": 200, "rounds": 4, "pairs": 6},
+PARAMS = {"full": {"n": 200, "batches": 3, "warmup": 200, "rounds": 4, "pairs": 16},
           "quick": {"n": 100, "batches": 3, "warmup": 100, "rounds": 2, "pairs": 3}}
 
 
