@@ -328,3 +328,43 @@ def test_cli_plugins_list_in_a_real_subprocess(tmp_path: Path) -> None:
     ghost = [line for line in proc.stdout.splitlines() if line.startswith("ghost-plugin")]
     assert len(ghost) == 1
     assert "failed" in ghost[0] and "enabled but not installed" in ghost[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op", ["llm", "tool"])
+def test_a_call_keeps_the_registrations_it_started_with_across_a_reload(
+        mode: str, op: str) -> None:
+    """A plugin removed while a call is running (another thread reloading) does not
+    vanish from that call's later stages; the next call no longer sees it."""
+    pipe = Pipeline()
+    seen: list[str] = []
+    req, exe = (("llm_request", "llm_execution") if op == "llm"
+                else ("tool_request", "tool_execution"))
+
+    def remove_wrapper_plugin(**kw: Any) -> None:
+        seen.append("request")
+        pipe.registry.remove_plugin("wrapper")
+
+    def wrapper(**kw: Any) -> Any:
+        seen.append("wrapper")
+        return kw["next_call"]()
+
+    pipe.registry.add_middleware(req, remove_wrapper_plugin, "remover")
+    pipe.registry.add_middleware(exe, wrapper, "wrapper")
+    before = pipe.registry.tables()
+
+    def run() -> Any:
+        if op == "llm":
+            if mode == "sync":
+                return pipe.run_llm({"model": "m"}, lambda r: "ok")
+            return asyncio.run(pipe.arun_llm({"model": "m"}, lambda r: "ok"))
+        if mode == "sync":
+            return pipe.run_tool("t", {}, lambda a: "ok")
+        return asyncio.run(pipe.arun_tool("t", {}, lambda a: "ok"))
+
+    assert run() == "ok"
+    assert seen == ["request", "wrapper"]
+    assert before[0][exe] and not pipe.registry.tables()[0][exe]  # snapshots do not change
+    seen.clear()
+    assert run() == "ok"
+    assert seen == ["request"]

@@ -469,3 +469,29 @@ def test_digest_lone_surrogates() -> None:
     expected = '{"k":"\udcff"}'.encode("utf-8", "surrogatepass")
     assert digest(tree) == (sha(expected), len(expected))
     assert canonical_bytes(tree) == expected
+
+
+def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
+    """The size walk that bounds tree digests walks subclasses too: a big
+    OrderedDict (or list subclass) deep in a result is prefix-hashed, not encoded
+    whole."""
+    import collections
+
+    class Rows(list):  # type: ignore[type-arg]
+        pass
+
+    cap = 4096
+    rows = collections.OrderedDict((f"k{i}", "value-" * 8) for i in range(500))
+    for tree in ({"data": rows}, {"data": Rows(["value-" * 8] * 500)}):
+        full = canonical_json(tree)
+        assert len(full) > cap
+        assert digest(tree, max_bytes=cap) == (
+            "sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1)
+
+
+def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
+    cap = 4096
+    tree = {1: "a" * 3000, "b": "c" * 3000}  # non-str keys: the walk counts the rest
+    d1, size = digest(tree, max_bytes=cap)
+    assert d1.startswith("sha256-prefix:") and size == -1
+    assert digest(dict(reversed(list(tree.items()))), max_bytes=cap)[0] == d1

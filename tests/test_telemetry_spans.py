@@ -946,3 +946,48 @@ def test_hook_events_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
                               harness.logger_provider, content=None)
     finally:
         harness.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chat_attributes_do_not_leak_between_calls_to_the_same_endpoint(
+        h: TelemetryHarness, mode: str) -> None:
+    """Span name/attributes are built once per provider+model+endpoint+mode; what
+    one call adds (its error, request parameters, response model, ids) must not
+    reach the next call's span or metric points."""
+    common = {"provider": "openai", "server_address": "api.example.com",
+              "server_port": 8443, "api_mode": "chat_completions"}
+
+    def fail(req: Any) -> Any:
+        raise TimeoutError("slow")
+
+    with pytest.raises(TimeoutError):
+        run_call(h.pipeline, mode, "llm", {"model": MODEL, "temperature": 0.9}, fail,
+                 api_request_id="req-1", **common)
+    assert run_call(h.pipeline, mode, "llm", {"model": MODEL}, lambda r: OPENAI_RESPONSE,
+                    api_request_id="req-2", **common) is OPENAI_RESPONSE
+    run_call(h.pipeline, mode, "llm", {"model": MODEL}, lambda r: {"choices": []},
+             api_request_id="req-3", **common)
+    first, second, third = h.named(f"chat {MODEL}")
+    assert is_error(first) and first.attributes["gen_ai.request.temperature"] == 0.9
+    assert is_unset(second) and is_unset(third)
+    for span, rid in ((second, "req-2"), (third, "req-3")):
+        assert span.attributes["otelmw.api_request.id"] == rid
+        assert "error.type" not in span.attributes
+        assert "gen_ai.request.temperature" not in span.attributes
+        assert span.attributes["server.address"] == "api.example.com"
+    assert "gen_ai.response.model" not in third.attributes
+    by_attrs = {tuple(sorted(p.attributes.items())): p.count
+                for p in h.points("gen_ai.client.operation.duration")}
+    assert sorted(by_attrs.values()) == [1, 1, 1]
+    errors = [dict(k) for k in by_attrs if dict(k).get("error.type")]
+    assert len(errors) == 1 and "gen_ai.response.model" not in errors[0]
+    plain = [dict(k) for k in by_attrs if not dict(k).get("error.type")]
+    assert sorted("gen_ai.response.model" in k for k in plain) == [False, True]
+
+
+def test_chat_attribute_cache_stays_bounded(h: TelemetryHarness) -> None:
+    for i in range(1100):
+        h.pipeline.run_llm({"model": f"m-{i}"}, lambda r: {"choices": []}, provider="openai")
+    names = {s.name for s in h.spans()}
+    assert {"chat m-0", "chat m-1099"} <= names and len(names) == 1100
+    assert len(h.observer._chat_bases) <= 1025  # one entry per distinct endpoint, cleared
