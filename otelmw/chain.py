@@ -27,6 +27,7 @@ from .payloads import changed_keys, freeze
 from .registry import Layer
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
+_NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
 
 
 class NextCallReusedError(RuntimeError):
@@ -128,8 +129,10 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
                     "async request middleware cannot run in a synchronous call")
         except Exception as exc:
             err = exc
-        if ret is not None or err is not None or obs is not None:  # else: unchanged, unseen
+        if ret is not None or err is not None:
             step.finish(layer, token, ret, err)
+        elif obs is not None:  # unchanged: only the observer needs to hear it
+            obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
     return step.current
 
 

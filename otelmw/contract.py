@@ -115,8 +115,10 @@ def runtime_context(
 
 def new_request_id(prefix: str | None = None) -> str:
     """A per-call id: ``<turn_id>:api:<hex>`` inside a turn, else ``req-<hex>``."""
-    suffix = f"{getrandbits(48):012x}"
-    return f"{prefix}:api:{suffix}" if prefix else f"req-{suffix}"
+    # %-format: measurably cheaper than an f-string with a format spec, per call
+    if prefix:
+        return "%s:api:%012x" % (prefix, getrandbits(48))  # noqa: UP031
+    return "req-%012x" % getrandbits(48)  # noqa: UP031
 
 
 @dataclass(slots=True)

@@ -30,9 +30,6 @@ class LLMCalls:
     observer: PipelineObserver | None
     memory_adapters: tuple[MemoryAdapter, ...]
 
-    def _llm_active(self) -> bool:
-        return self.registry.llm_active
-
     def _llm_call(self, request: Any, provider: str | None, model: str | None,
                   api_mode: str | None, api_request_id: str | None,
                   server: tuple[str | None, int | None] = (None, None)) -> c.CallInfo:
@@ -67,7 +64,7 @@ class LLMCalls:
         """
         obs = self.observer
         if call is None:
-            if obs is None and not self._llm_active():
+            if obs is None and not self.registry.llm_active:
                 if api_request_id is not None:
                     _last_api_request_id.set(api_request_id)
                 return execute(request)
@@ -151,7 +148,7 @@ class LLMCalls:
                        ) -> Any:
         """Async twin of ``run_llm``; ``execute`` may return an awaitable."""
         obs = self.observer
-        if obs is None and not self._llm_active():
+        if obs is None and not self.registry.llm_active:
             if api_request_id is not None:
                 _last_api_request_id.set(api_request_id)
             r = execute(request)
