@@ -21,9 +21,8 @@
 from __future__ import annotations
 
 import collections.abc
-import contextvars
 import weakref
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from typing import Any
 
 from .. import contract as c
@@ -115,7 +114,7 @@ def _turn(isolate: bool) -> Wrapper:
     def turn(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _guarded(instance):
             return wrapped(*args, **kwargs)
-        ctx = contextvars.copy_context() if isolate else None
+        ctx = copy_context() if isolate else None
         run = ctx.run if ctx is not None else _call
         opened = run(_open, instance)
         try:
@@ -152,14 +151,14 @@ def _turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
     gen = wrapped(*args, **kwargs)
     if _guarded(instance):
         return gen  # inside start()/run(): their turn owns the stream
-    return _TurnStream(gen, contextvars.copy_context(), instance, None)
+    return _TurnStream(gen, copy_context(), instance, None)
 
 
 class _TurnStream(collections.abc.Generator):  # type: ignore[type-arg]
     """Generator proxy whose steps run inside the turn's context; the turn ends
     exactly once: exhausted, raised, closed or garbage-collected."""
 
-    def __init__(self, inner: Any, ctx: contextvars.Context, agent: Any,
+    def __init__(self, inner: Any, ctx: Context, agent: Any,
                  opened: _Opened | None) -> None:
         self._inner, self._ctx, self._agent, self._opened, self._done = (
             inner, ctx, agent, opened, False)

@@ -1,0 +1,98 @@
+"""Observer-hook firings as OTLP log records (``otelmw.hook.<name>``).
+
+Which firings become records is ``OTELMW_HOOK_EVENTS``: ``registered`` (hook
+points with callbacks, the default), ``all`` or ``none``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from opentelemetry import _logs
+
+from ..contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
+from ..results import NormalizedToolResult
+from . import attributes as a
+from .observer_core import ObserverCore, digest_once
+from .values import clean_str as _c
+from .values import error_type
+
+HOOK_EVENT_MODES = ("registered", "all", "none")
+ENV_HOOK_EVENTS = "OTELMW_HOOK_EVENTS"
+
+
+def hook_events_mode(value: str | None = None) -> str:
+    """``registered`` (default) | ``all`` | ``none``, from ``value`` or
+    ``OTELMW_HOOK_EVENTS``; ``ValueError`` on a typo."""
+    raw = value if value is not None else os.environ.get(ENV_HOOK_EVENTS, "")
+    mode = raw.strip().lower() or "registered"
+    if mode not in HOOK_EVENT_MODES:
+        raise ValueError(f"{ENV_HOOK_EVENTS}={raw!r} is not one of {', '.join(HOOK_EVENT_MODES)}")
+    return mode
+
+
+class HookEvents(ObserverCore):
+    """``hook_fired``: one log record per hook firing the mode selects."""
+
+    def hook_fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+                   failures: int) -> None:
+        try:
+            # Nothing to build (attributes, digests) when no log processor listens.
+            enabled = getattr(self.logger, "enabled", None)
+            if enabled is not None and not enabled(event_name=f"otelmw.hook.{hook_name}"):
+                return
+            self._emit_hook(call, hook_name, payload, failures)
+        except Exception as exc:
+            self._internal_failure("hook_fired", exc)
+
+    def _emit_hook(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+                   failures: int) -> None:
+        # The payload's own schema versions when it carries them (a host's
+        # hooks, e.g. Hermes' ``hermes.observer.v1``), else otelmw's.
+        tsv, msv = payload.get("telemetry_schema_version"), payload.get(
+            "middleware_schema_version")
+        attrs: dict[str, Any] = {
+            a.OTELMW_HOOK_NAME: hook_name,
+            a.OTELMW_SCHEMA_TELEMETRY: tsv if isinstance(tsv, str) else TELEMETRY_SCHEMA_VERSION,
+            a.OTELMW_SCHEMA_MIDDLEWARE: msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
+            a.OTELMW_HOOK_FAILURES: failures,
+        }
+        attrs.update(self._ids(call))
+        if call.api_request_id:
+            attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
+        if call.operation == "chat":
+            if call.model:
+                attrs[a.GEN_AI_REQUEST_MODEL] = _c(call.model)
+        elif call.operation == "execute_tool":  # (agent-level host hooks carry neither)
+            attrs[a.GEN_AI_TOOL_NAME] = _c(call.tool_name) or "unknown"
+            if call.tool_call_id:
+                attrs[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
+        trace_entries = payload.get("middleware_trace")
+        if trace_entries:
+            attrs[a.OTELMW_MIDDLEWARE_TRACE] = json.dumps(trace_entries, default=str)[:4096]
+        body: dict[str, Any] = {}
+        for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
+                          ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
+            if key in payload:
+                attrs[attr] = digest_once(call, payload[key])[0]
+                if self.content.on_events:
+                    body[key] = self.content.render(payload[key])
+        normalized = payload.get("normalized")
+        if isinstance(normalized, NormalizedToolResult):
+            attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
+            attrs[a.OTELMW_RESULT_RAW_DIGEST] = digest_once(call, normalized.raw_result)[0]
+            if self.content.on_events:
+                body["result"] = self.content.render(normalized.model_text())
+        status = payload.get("status")
+        if isinstance(status, str):
+            attrs[a.OTELMW_RESULT_STATUS] = status
+        err = payload.get("error")
+        if isinstance(err, BaseException):
+            attrs[a.ERROR_TYPE] = error_type(err)
+        elif isinstance(payload.get("error_type"), str):
+            attrs[a.ERROR_TYPE] = payload["error_type"]
+        self.logger.emit(event_name=f"otelmw.hook.{hook_name}",
+                         severity_number=_logs.SeverityNumber.INFO,
+                         body=body or None, attributes=attrs)

@@ -1,0 +1,115 @@
+"""Spans for middleware layers: one per request rewrite and per execution
+wrapper, with outcome attributes and the ``otelmw.middleware.duration`` metric.
+
+These run per layer per call: bound helpers, per-layer constants cached in
+``ObserverCore._layers``, nothing built for an unchanged rewrite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ..contract import CallInfo
+from ..observe import FAILED, REWRITTEN
+from ..registry import Layer
+from . import attributes as a
+from .context import safe_detach
+from .observer_core import ObserverCore, _attach, _perf_counter, _set_span_in_context
+from .values import MAX_STR, error_type, short_text
+from .values import clean_str as _c
+
+_INTERNAL = SpanKind.INTERNAL
+
+
+class LayerSpans(ObserverCore):
+    """``rewrite_started/finished`` and ``wrapper_started/finished``."""
+
+    def _layer_info(self, layer: Layer, position: int
+                    ) -> tuple[Layer, int, str, dict[str, Any], dict[str, Any]]:
+        info = self._layers.get(id(layer))
+        if info is None or info[0] is not layer or info[1] != position:
+            attrs: dict[str, Any] = {
+                a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
+                a.OTELMW_MIDDLEWARE_POSITION: position, a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
+            if len(self._layers) > 4096:  # plugin reloads create new layers: stay bounded
+                self._layers.clear()
+            info = (layer, position, f"{layer.kind} {layer.name}", attrs, {})
+            self._layers[id(layer)] = info
+        return info
+
+    def _metric_attrs(self, info: tuple[Layer, int, str, dict[str, Any], dict[str, Any]],
+                      outcome: str) -> dict[str, Any]:
+        by_outcome = info[4]
+        m = by_outcome.get(outcome)
+        if m is None:
+            layer = info[0]
+            m = by_outcome[outcome] = {a.OTELMW_MIDDLEWARE_KIND: layer.kind,
+                                       a.OTELMW_MIDDLEWARE_NAME: layer.name,
+                                       a.OTELMW_MIDDLEWARE_OUTCOME: outcome}
+        return m
+
+    def layer_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
+        """``rewrite_started`` and ``wrapper_started``: one span per layer, made
+        current so spans the callback opens nest under it. Runs per layer per call,
+        hence flat (no helper calls on the cached path)."""
+        try:
+            info = self._layers.get(id(layer))
+            if info is None or info[0] is not layer or info[1] != position:
+                info = self._layer_info(layer, position)
+            span = self.tracer.start_span(info[2], kind=_INTERNAL, attributes=info[3])
+            return (span, _attach(_set_span_in_context(span)), _perf_counter(), info)
+        except Exception as exc:
+            self._internal_failure(f"{layer.kind} started", exc)
+            return None
+
+    rewrite_started = wrapper_started = layer_started
+
+    def _end_layer(self, token: Any, outcome: str, error: BaseException | None,
+                   extra: dict[str, Any] | None) -> None:
+        span, ctx_token, start, info = token
+        safe_detach(ctx_token)
+        if extra:
+            extra[a.OTELMW_MIDDLEWARE_OUTCOME] = outcome
+            span.set_attributes(extra)  # a span that is not recording ignores these
+        else:
+            span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
+        if error is not None:
+            span.set_attribute(a.ERROR_TYPE, error_type(error))
+            span.set_status(Status(StatusCode.ERROR, short_text(error, 256)))
+        span.end()
+        self.inst.middleware_duration.record(
+            _perf_counter() - start, info[4].get(outcome) or self._metric_attrs(info, outcome))
+
+    def rewrite_finished(self, call: CallInfo, token: Any, outcome: str,
+                         changed_keys: list[str], source: str | None, reason: str | None,
+                         error: BaseException | None) -> None:
+        if token is None:
+            return
+        try:
+            extra: dict[str, Any] | None = None
+            if outcome == REWRITTEN:
+                src = _c(source or token[3][0].plugin)
+                extra = {a.OTELMW_REWRITE_SOURCE: src}
+                if token[0].is_recording():
+                    extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
+                                                            for k in changed_keys[:64]]
+                    if reason:
+                        extra[a.OTELMW_REWRITE_REASON] = _c(reason, MAX_STR)
+                self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
+                                           a.OTELMW_MIDDLEWARE_KIND: token[3][0].kind})
+            elif outcome == FAILED and error is None:
+                extra = {a.ERROR_TYPE: "bad_return_shape"}
+            self._end_layer(token, outcome, error, extra)
+        except Exception as exc:
+            self._internal_failure("rewrite_finished", exc)
+
+    def wrapper_finished(self, call: CallInfo, token: Any, outcome: str,
+                         error: BaseException | None) -> None:
+        if token is None:
+            return
+        try:
+            self._end_layer(token, outcome, error, None)
+        except Exception as exc:
+            self._internal_failure("wrapper_finished", exc)

@@ -1,0 +1,81 @@
+"""State and helpers shared by the parts of ``TelemetryObserver`` (one class
+assembled from ``LayerSpans``, ``HookEvents`` and the operation spans)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ..contract import CallInfo
+from ..failures import INSTRUMENTATION, FailureLog, describe
+from ..registry import Layer
+from . import attributes as a
+from .content import ContentPolicy
+from .digests import digest
+from .metrics import Instruments
+from .responses import ResponseFacts
+from .values import clean_str as _c
+
+# Bound once: these run per call and per middleware layer.
+_attach, _set_span_in_context, _perf_counter = (
+    otel_context.attach, trace.set_span_in_context, time.perf_counter)
+
+class OpState:
+    """Per-call state (kept on ``CallInfo.observer_state``)."""
+
+    __slots__ = ("attrs", "digests", "facts", "span", "start", "token")
+
+    def __init__(self, span: trace.Span, token: object, start: float,
+                 attrs: dict[str, Any]) -> None:
+        self.span, self.token, self.start, self.attrs = span, token, start, attrs
+        self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
+        # The same request/args/result objects reach the span and several hook
+        # events of one call: digest each once. id → (object kept alive, digest).
+        self.digests: dict[int, tuple[Any, tuple[str, int]]] | None = None
+
+
+def digest_once(call: CallInfo, value: Any) -> tuple[str, int]:
+    op = call.observer_state
+    if not isinstance(op, OpState):
+        return digest(value)
+    cache = op.digests
+    if cache is None:
+        cache = op.digests = {}
+    hit = cache.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    result = digest(value)
+    cache[id(value)] = (value, result)
+    return result
+
+
+class ObserverCore:
+    """What every part of the observer reads (set up by ``TelemetryObserver``)."""
+
+    tracer: trace.Tracer
+    logger: Any
+    inst: Instruments
+    content: ContentPolicy
+    failures: FailureLog | None
+    # Per-layer constants (span name, start attributes, metric attributes by
+    # outcome), keyed by id(layer) and checked by identity.
+    _layers: dict[int, tuple[Layer, int, str, dict[str, Any], dict[str, Any]]]
+
+    def _internal_failure(self, where: str, exc: BaseException) -> None:
+        if self.failures is not None:
+            self.failures.record(INSTRUMENTATION, "telemetry", where,
+                                 f"telemetry error: {describe(exc)}", exc)
+
+    @staticmethod
+    def _ids(call: CallInfo) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if call.session_id:
+            out[a.GEN_AI_CONVERSATION_ID] = _c(call.session_id)
+        if call.turn_id:
+            out[a.OTELMW_TURN_ID] = _c(call.turn_id)
+        if call.task_id:
+            out[a.OTELMW_TASK_ID] = _c(call.task_id)
+        return out
