@@ -32,7 +32,7 @@ from .observer_core import OpState, _attach, _perf_counter, _set_span_in_context
 from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 from .values import clean_str as _c
-from .values import error_type, flatten_metadata, short_text
+from .values import error_type, flatten_metadata, put_present, short_text
 
 __all__ = ["ENV_HOOK_EVENTS", "HOOK_EVENT_MODES", "TelemetryObserver", "error_type",
            "hook_events_mode"]
@@ -182,12 +182,9 @@ class TelemetryObserver(LayerSpans, HookEvents):
         if span.is_recording():
             extra = self._ids(call)
             extra[a.GEN_AI_TOOL_TYPE] = "function"
-            if call.tool_call_id:
-                extra[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
-            if call.runtime_id:
-                extra[a.OTELMW_RUNTIME_ID] = _c(call.runtime_id)
-            if call.api_request_id:
-                extra[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
+            put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
+                                (a.OTELMW_RUNTIME_ID, call.runtime_id),
+                                (a.OTELMW_API_REQUEST_ID, call.api_request_id)))
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)

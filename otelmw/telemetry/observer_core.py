@@ -17,7 +17,7 @@ from .content import ContentPolicy
 from .digests import digest
 from .metrics import Instruments
 from .responses import ResponseFacts
-from .values import clean_str as _c
+from .values import put_present
 
 # Bound once: these run per call and per middleware layer.
 _attach, _set_span_in_context, _perf_counter = (
@@ -71,11 +71,6 @@ class ObserverCore:
 
     @staticmethod
     def _ids(call: CallInfo) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if call.session_id:
-            out[a.GEN_AI_CONVERSATION_ID] = _c(call.session_id)
-        if call.turn_id:
-            out[a.OTELMW_TURN_ID] = _c(call.turn_id)
-        if call.task_id:
-            out[a.OTELMW_TASK_ID] = _c(call.task_id)
-        return out
+        return put_present({}, ((a.GEN_AI_CONVERSATION_ID, call.session_id),
+                                (a.OTELMW_TURN_ID, call.turn_id),
+                                (a.OTELMW_TASK_ID, call.task_id)))

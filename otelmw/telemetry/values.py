@@ -60,3 +60,11 @@ def flatten_metadata(meta: Any) -> dict[str, Any]:
         elif isinstance(value, str):
             out[k] = clean_str(value)
     return out
+
+
+def put_present(out: dict[str, Any], items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """Add each ``(key, value)`` whose value is set, cleaned (optional ids)."""
+    for key, value in items:
+        if value:
+            out[key] = clean_str(value)
+    return out
