@@ -81,15 +81,24 @@ NORMALIZED_RESULT_TABLE: list[tuple[str, Any, Any]] = [
 ]
 
 
-def test_middleware_context_has_exactly_the_documented_fields_in_order() -> None:
-    names = [f.name for f in dataclasses.fields(MiddlewareContext)]
-    assert names == [row[0] for row in MIDDLEWARE_CONTEXT_TABLE]
+FIELD_TABLES = [(MiddlewareContext, MIDDLEWARE_CONTEXT_TABLE),
+                (NormalizedToolResult, NORMALIZED_RESULT_TABLE)]
 
 
-@pytest.mark.parametrize(("name", "tp", "default"), MIDDLEWARE_CONTEXT_TABLE,
-                         ids=[r[0] for r in MIDDLEWARE_CONTEXT_TABLE])
-def test_middleware_context_field_type_and_default(name: str, tp: Any, default: Any) -> None:
-    actual_tp, actual_default = _field_table(MiddlewareContext)[name]
+@pytest.mark.parametrize(("cls", "table"), FIELD_TABLES,
+                         ids=[cls.__name__ for cls, _ in FIELD_TABLES])
+def test_dataclass_has_exactly_the_documented_fields_in_order(
+        cls: type, table: list[tuple[str, Any, Any]]) -> None:
+    # The order is part of the contract: otelmw itself builds results positionally.
+    assert [f.name for f in dataclasses.fields(cls)] == [row[0] for row in table]
+
+
+@pytest.mark.parametrize(("cls", "name", "tp", "default"),
+                         [(cls, *row) for cls, table in FIELD_TABLES for row in table],
+                         ids=[f"{cls.__name__}.{row[0]}" for cls, table in FIELD_TABLES
+                              for row in table])
+def test_field_type_and_default(cls: type, name: str, tp: Any, default: Any) -> None:
+    actual_tp, actual_default = _field_table(cls)[name]
     assert _canonical(actual_tp) == _canonical(tp)
     if default is _NO_DEFAULT or default == "factory":
         assert actual_default is default or actual_default == default
@@ -148,23 +157,6 @@ def test_middleware_context_accepts_every_field_by_keyword() -> None:
 
 
 # -------------------------------------------------------------- NormalizedToolResult
-
-def test_normalized_result_has_exactly_the_documented_fields_in_order() -> None:
-    names = [f.name for f in dataclasses.fields(NormalizedToolResult)]
-    assert names == [row[0] for row in NORMALIZED_RESULT_TABLE]
-
-
-@pytest.mark.parametrize(("name", "tp", "default"), NORMALIZED_RESULT_TABLE,
-                         ids=[r[0] for r in NORMALIZED_RESULT_TABLE])
-def test_normalized_result_field_type_and_default(name: str, tp: Any, default: Any) -> None:
-    actual_tp, actual_default = _field_table(NormalizedToolResult)[name]
-    assert _canonical(actual_tp) == _canonical(tp)
-    if default is _NO_DEFAULT or default == "factory":
-        assert actual_default is default or actual_default == default
-    else:
-        assert actual_default == default
-        assert type(actual_default) is type(default)
-
 
 def test_normalized_result_content_is_required() -> None:
     with pytest.raises(TypeError):
