@@ -20,75 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from _observed_pipeline import ObservedPipeline
+from opentelemetry.sdk.trace import ReadableSpan
 
-from otelmw import Pipeline, PluginManager, RuntimeMiddlewareRegistry
+from otelmw import PluginManager
 from otelmw.telemetry import carry
 from otelmw.telemetry.content import ContentPolicy
-from otelmw.telemetry.observer import TelemetryObserver
 
 THREADS = 64
 TURNS_PER_THREAD = 12
 TASKS = 1000
 
 
-class Lifecycle(SpanProcessor):
-    """Counts starts and ends per span id (double ends are caught by the log check)."""
-
+class Harness(ObservedPipeline):
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.open: set[int] = set()
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        with self.lock:
-            self.open.add(span.context.span_id)
-            self.started += 1
-
-    def on_end(self, span: ReadableSpan) -> None:
-        with self.lock:
-            self.open.discard(span.context.span_id)
-            self.ended += 1
-
-
-class SdkComplaints(logging.Handler):
-    """OpenTelemetry's own warnings (``Calling end() on an ended span``, detach errors)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record.getMessage())
-
-
-class Harness:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.lifecycle = Lifecycle()
-        tp = TracerProvider()
-        tp.add_span_processor(self.lifecycle)
-        tp.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.pipeline = Pipeline(normalizers=RuntimeMiddlewareRegistry())
-        self.observer = TelemetryObserver(
-            tp, MeterProvider(metric_readers=[InMemoryMetricReader()]), LoggerProvider(),
-            content=ContentPolicy(), failures=self.pipeline.failures, hook_events="all")
-        self.pipeline.observer = self.observer
-        self.complaints = SdkComplaints()
+        super().__init__(ContentPolicy())
         logging.getLogger("opentelemetry").addHandler(self.complaints)
 
     def close(self) -> None:
         logging.getLogger("opentelemetry").removeHandler(self.complaints)
         self.observer.close()
-
-    def finished(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
 
 
 @pytest.fixture
@@ -209,7 +160,7 @@ def test_64_threads_no_orphans_no_cross_parenting(h: Harness, tmp_path: Path) ->
         t.join(60)
     hop.shutdown()
     assert not errors, errors[:3]
-    spans = h.finished()
+    spans = h.spans()
     check_traces(spans, THREADS * TURNS_PER_THREAD, SPANS_PER_TURN)
     assert h.lifecycle.open == set()
     assert h.lifecycle.started == h.lifecycle.ended == len(spans)
@@ -246,7 +197,7 @@ def test_1000_asyncio_tasks_no_orphans_no_cross_parenting(h: Harness, tmp_path: 
         await asyncio.gather(*(task(k) for k in range(TASKS)))
 
     asyncio.run(main())
-    spans = h.finished()
+    spans = h.spans()
     check_traces(spans, TASKS, SPANS_PER_TURN)
     assert h.lifecycle.open == set()
     assert h.lifecycle.started == h.lifecycle.ended == len(spans)
@@ -358,7 +309,7 @@ def test_plugin_reload_hammered_during_calls(h: Harness, tmp_path: Path) -> None
         t.join(30)
     assert not errors, errors[:3]
     assert counts["reload"] > 50 and counts["llm"] > 500, counts
-    spans = h.finished()
+    spans = h.spans()
     names = [s.name for s in spans]
     assert sum(n == "chat m" for n in names) == counts["llm"]
     assert sum(n == "execute_tool echo" for n in names) == counts["tool"]

@@ -31,20 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _observed_pipeline import ObservedPipeline
 from _support.otlp_receiver import OtlpReceiver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otelmw import NextCallReusedError, Pipeline, RuntimeMiddlewareRegistry
+from otelmw import NextCallReusedError, Pipeline
 from otelmw.registry import Layer, make_layer
 from otelmw.telemetry.content import ContentPolicy
-from otelmw.telemetry.observer import TelemetryObserver
 
 EXAMPLES = int(os.environ.get("OTELMW_HOSTILE_EXAMPLES", "2500"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -61,49 +55,15 @@ class MwError(Exception):
 
 
 # ------------------------------------------------------------------ harness
-class Lifecycle(SpanProcessor):
+class Harness(ObservedPipeline):
     def __init__(self) -> None:
-        self.open: set[int] = set()
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        self.open.add(span.context.span_id)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.open.discard(span.context.span_id)
-
-
-class Complaints(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record.getMessage())
-
-
-class Harness:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.lifecycle = Lifecycle()
-        tp = TracerProvider()
-        tp.add_span_processor(self.lifecycle)
-        tp.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.pipeline = Pipeline(normalizers=RuntimeMiddlewareRegistry())
-        self.observer = TelemetryObserver(
-            tp, MeterProvider(metric_readers=[InMemoryMetricReader()]), LoggerProvider(),
-            content=ContentPolicy("SPAN_AND_EVENT"), failures=self.pipeline.failures,
-            hook_events="all")
-        self.pipeline.observer = self.observer
-        self.complaints = Complaints()
+        super().__init__(ContentPolicy("SPAN_AND_EVENT"))
 
     def reset(self, mw: list[Layer], hooks: list[Layer]) -> None:
         self.exporter.clear()
         self.lifecycle.open.clear()
         self.complaints.records.clear()
         self.pipeline.registry.replace_all(mw, hooks)
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
 
 
 @pytest.fixture(scope="module")
