@@ -250,6 +250,8 @@ def test_traces_exporter_console_prints_spans(rx: OtlpReceiver, tmp_path: Path) 
     ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "EVERYTHING"),
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
     ("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "http/json"),
+    ("OTELMW_HOOK_EVENTS", "sometimes"),
+    ("OTELMW_MIDDLEWARE_METRICS", "maybe"),
 ])
 def test_invalid_configuration_raises_value_error(tmp_path: Path, var: str, value: str) -> None:
     env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",

@@ -991,3 +991,50 @@ def test_chat_attribute_cache_stays_bounded(h: TelemetryHarness) -> None:
     names = {s.name for s in h.spans()}
     assert {"chat m-0", "chat m-1099"} <= names and len(names) == 1100
     assert len(h.observer._chat_bases) <= 1025  # one entry per distinct endpoint, cleared
+
+
+@pytest.mark.parametrize("how", ["argument", "env"])
+@pytest.mark.parametrize("mode", MODES)
+def test_middleware_duration_metric_can_be_switched_off(
+        monkeypatch: pytest.MonkeyPatch, how: str, mode: str) -> None:
+    """``OTELMW_MIDDLEWARE_METRICS=off``: no per-layer histogram record, while the
+    layer spans (with their outcomes and durations) and the other metrics stay."""
+    from otelmw.telemetry.observer import TelemetryObserver
+
+    monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
+    harness = TelemetryHarness()
+    try:
+        kw: dict[str, Any] = {"middleware_metrics": False}
+        if how == "env":
+            monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", " OFF ")
+            kw = {}
+        harness.observer.close()
+        harness.observer = TelemetryObserver(
+            harness.tracer_provider, harness.meter_provider, harness.logger_provider,
+            failures=harness.pipeline.failures, **kw)
+        harness.pipeline.observer = harness.observer
+        reg = harness.pipeline.registry
+        reg.add_middleware("llm_request", lambda **k: {"request": {**k["request"], "n": 1}},
+                           PLUGIN)
+        reg.add_middleware("llm_execution", lambda **k: k["next_call"](), PLUGIN)
+        run_call(harness.pipeline, mode, "llm", {"model": MODEL}, lambda r: {"id": "r"})
+        layers = [s for s in harness.spans() if s.name.startswith("llm_")]
+        assert sorted(s.attributes["otelmw.middleware.outcome"] for s in layers) == [
+            "passed", "rewritten"]
+        assert all(s.end_time > s.start_time for s in layers)
+        assert harness.points("otelmw.middleware.duration") == []
+        assert harness.points("gen_ai.client.operation.duration")
+        assert harness.points("otelmw.rewrites")
+    finally:
+        harness.close()
+
+
+def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from otelmw.telemetry.observer import TelemetryObserver, middleware_metrics_on
+
+    monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
+    assert middleware_metrics_on() is True  # on by default: the contract metric
+    monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", "of")
+    with pytest.raises(ValueError, match="OTELMW_MIDDLEWARE_METRICS='of'"):
+        TelemetryObserver()
+    assert middleware_metrics_on(True) is True  # an explicit argument wins over the env

@@ -26,7 +26,7 @@ from .content import ContentPolicy
 from .context import safe_detach
 from .digests import digest, type_name
 from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEvents, hook_events_mode
-from .layer_spans import LayerSpans
+from .layer_spans import ENV_MIDDLEWARE_METRICS, LayerSpans, middleware_metrics_on
 from .metrics import Instruments
 from .observer_core import OpState, _attach, _perf_counter, _set_span_in_context, digest_once
 from .responses import ResponseFacts, is_stream
@@ -34,8 +34,8 @@ from .streams import wrap_stream
 from .values import clean_str as _c
 from .values import error_type, flatten_metadata, put_present, short_text
 
-__all__ = ["ENV_HOOK_EVENTS", "HOOK_EVENT_MODES", "TelemetryObserver", "error_type",
-           "hook_events_mode"]
+__all__ = ["ENV_HOOK_EVENTS", "ENV_MIDDLEWARE_METRICS", "HOOK_EVENT_MODES", "TelemetryObserver",
+           "error_type", "hook_events_mode", "middleware_metrics_on"]
 
 _CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
 _REQUEST_PARAMS = (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
@@ -83,7 +83,8 @@ class TelemetryObserver(LayerSpans, HookEvents):
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
                  logger_provider: Any = None, content: ContentPolicy | None = None,
-                 failures: FailureLog | None = None, hook_events: str | None = None) -> None:
+                 failures: FailureLog | None = None, hook_events: str | None = None,
+                 middleware_metrics: bool | None = None) -> None:
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
@@ -91,6 +92,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
         self.content = content if content is not None else ContentPolicy.from_env()
         # Which hook firings become log records (read by ``otelmw.hooks``).
         self.hook_events = hook_events_mode(hook_events)
+        self.layer_metrics = middleware_metrics_on(middleware_metrics)
         self._layers = {}
         self._chat_bases: dict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any]]] = {}
         self.failures = failures

@@ -60,6 +60,7 @@ class ObserverCore:
     inst: Instruments
     content: ContentPolicy
     failures: FailureLog | None
+    layer_metrics: bool  # record otelmw.middleware.duration per layer
     # Per-layer constants (span name, start attributes, metric attributes by
     # outcome), keyed by id(layer) and checked by identity.
     _layers: dict[int, tuple[Layer, int, str, dict[str, Any], dict[str, Any]]]

@@ -35,7 +35,7 @@ from ..pipeline import Pipeline, get_pipeline
 from . import health
 from .content import ContentPolicy
 from .context import instrument_threads
-from .observer import TelemetryObserver
+from .observer import TelemetryObserver, hook_events_mode, middleware_metrics_on
 
 logger = logging.getLogger("otelmw")
 
@@ -187,7 +187,8 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
     """Set up OpenTelemetry for otelmw and install the telemetry observer.
 
     Idempotent: a second call returns the first result. Raises ``ValueError`` on
-    invalid configuration (a typo in an exporter name, capture mode, protocol).
+    invalid configuration (a typo in an exporter name, capture mode, protocol,
+    ``OTELMW_HOOK_EVENTS``, ``OTELMW_MIDDLEWARE_METRICS``), before installing anything.
     """
     global _current
     with _lock:
@@ -195,6 +196,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             return _current
         pipe = pipeline if pipeline is not None else get_pipeline()
         content = ContentPolicy.from_env()  # validate before installing anything
+        hook_events, layer_metrics = hook_events_mode(), middleware_metrics_on()
         if _truthy("OTEL_SDK_DISABLED"):
             _current = Telemetry(observer=None, disabled=True)
             return _current
@@ -232,7 +234,8 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             _logs.set_logger_provider(lp)
             owned.append(lp)
         health.MAX_TEXT = max(4096, content.max_length)  # exporter guard's string bound
-        observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures)
+        observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures,
+                                     hook_events=hook_events, middleware_metrics=layer_metrics)
         health.install_queue_filter()
         health.register_drop_metric(observer.meter)
         pipe.observer = observer
