@@ -11,7 +11,6 @@ Without ``hermes-agent`` the module is skipped, except under ``CI=true`` where t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -22,16 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import require_modules
 from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
 from otelmw.telemetry.digests import digest
 
-if importlib.util.find_spec("run_agent") is None or importlib.util.find_spec(
-        "hermes_cli") is None:
-    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-        pytest.fail("hermes-agent is not installed (required when CI=true)", pytrace=False)
-    pytest.skip("hermes-agent is not installed", allow_module_level=True)
+require_modules("run_agent", "hermes_cli")  # hermes-agent
 
 SCRIPTS = Path(__file__).resolve().parent / "hermes_scripts"
 CANARIES = ("CANARY-PROMPT-4e1", "CANARY-SYSTEM-9b2", "CANARY-PATH-7c3", "CANARY-FILE-2d8")

@@ -10,7 +10,6 @@ the receiver got. Without ``praisonaiagents`` the module is skipped — except u
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -21,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import require_modules
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
 from otelmw.telemetry.digests import digest
 
-if importlib.util.find_spec("praisonaiagents") is None:
-    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-        pytest.fail("praisonaiagents is not installed (required when CI=true)", pytrace=False)
-    pytest.skip("praisonaiagents is not installed", allow_module_level=True)
+require_modules("praisonaiagents")
 
 SCRIPTS = Path(__file__).resolve().parent / "praisonai_scripts"
 CITY = "CANARY-CITY-9c1e"

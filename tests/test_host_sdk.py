@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 from opentelemetry.sdk._logs import LoggerProvider
@@ -23,9 +24,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-openai = pytest.importorskip("openai") if not os.environ.get("CI") else __import__("openai")
-anthropic = pytest.importorskip("anthropic") if not os.environ.get("CI") else __import__(
-    "anthropic")
+openai = require_module("openai")
+anthropic = require_module("anthropic")
 
 from otelmw import get_pipeline  # noqa: E402
 from otelmw.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import require_modules
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 
-if not os.environ.get("CI"):  # CI installs both (the test extra): never skip there
-    pytest.importorskip("openai")
-    pytest.importorskip("anthropic")
+require_modules("openai", "anthropic")
 
 CANARY = f"CANARY{uuid.uuid4().hex[:12]}"
 API_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 3  # looks like an OpenAI key

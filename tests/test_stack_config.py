@@ -32,6 +32,7 @@ from _stack_queries import (
     load_dashboard,
     metric_names,
 )
+from _support.components import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -43,7 +44,6 @@ COLLECTOR_CONFIGS = [COLLECTOR_LOCAL, COLLECTOR_AGENT, COLLECTOR_GATEWAY]
 DATASOURCES = ROOT / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = ROOT / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
-IN_CI = bool(os.environ.get("CI"))
 
 # Component types renamed or removed in collector contrib >= 0.144 / 0.15x.
 RENAMED_COMPONENTS = {
@@ -55,17 +55,10 @@ RENAMED_COMPONENTS = {
 }
 
 
-def _unavailable(what: str) -> None:
-    message = f"{what} is not available"
-    if IN_CI:
-        pytest.fail(f"{message} (required when CI is set)")
-    pytest.skip(message)
-
-
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        _unavailable(f"`{name}`")
+        unavailable(f"`{name}`")
     assert path is not None
     return path
 
@@ -74,7 +67,7 @@ def _yaml() -> Any:
     try:
         import yaml
     except ImportError:
-        _unavailable("PyYAML")
+        unavailable("PyYAML")
     return yaml
 
 
@@ -544,7 +537,7 @@ def _series_labels() -> dict[str, set[str]]:
         from prometheus_client import CollectorRegistry, generate_latest
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:
-        _unavailable("opentelemetry-exporter-prometheus")
+        unavailable("opentelemetry-exporter-prometheus")
         raise
 
     registry = CollectorRegistry()

@@ -46,10 +46,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stack_queries import SDK_SERIES, DashboardQuery, dashboard_queries
+from _support.components import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAFFIC_SCRIPT = Path(__file__).resolve().parent / "stack_scripts" / "live_traffic.py"
-IN_CI = bool(os.environ.get("CI"))
 HOST = "127.0.0.1"
 SCRAPES_BEFORE_QUERIES = 5  # samples per series before any panel query runs
 STARTUP_TIMEOUT_S = 30.0
@@ -57,19 +57,12 @@ STARTUP_TIMEOUT_S = 30.0
 pytestmark = pytest.mark.timeout(120)
 
 
-def _unavailable(what: str) -> None:
-    message = f"{what} is not available"
-    if IN_CI:
-        pytest.fail(f"{message} (required when CI is set)")
-    pytest.skip(message)
-
-
 def _prometheus_binary() -> str:
     path = shutil.which("prometheus")
     if path is None and os.access("/usr/bin/prometheus", os.X_OK):
         path = "/usr/bin/prometheus"
     if path is None:
-        _unavailable("`prometheus`")
+        unavailable("`prometheus`")
     assert path is not None
     return path
 
@@ -163,7 +156,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> It
         import opentelemetry.exporter.prometheus  # noqa: F401
         import prometheus_client  # noqa: F401
     except ImportError:
-        _unavailable("opentelemetry-exporter-prometheus / prometheus_client")
+        unavailable("opentelemetry-exporter-prometheus / prometheus_client")
     tmp = tmp_path_factory.mktemp("live-traffic")
     log = tmp / "traffic.log"
     port = _free_port()
