@@ -4,7 +4,6 @@ and ``run`` instrumenting a program that never imports otelmw."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 from otelmw.telemetry.filestore import read_requests
@@ -29,14 +29,6 @@ def otelmw_cmd() -> list[str]:
         return [str(beside)]
     found = shutil.which("otelmw")
     return [found] if found else [sys.executable, "-m", "otelmw.cli"]
-
-
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
-    env["OTELMW_HOME"] = str(tmp_path / "otelmw-home")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
 
 
 def otelmw(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -34,14 +34,6 @@ RESPONSE = {"id": "chatcmpl-d", "model": MODEL, "choices": [{"finish_reason": "s
             "usage": {"prompt_tokens": 5, "completion_tokens": 6}}
 
 
-@pytest.fixture
-def h() -> Iterator[TelemetryHarness]:
-    harness = TelemetryHarness()
-    yield harness
-    harness.close()
-    harness.assert_clean()
-
-
 def chunks() -> list[dict[str, Any]]:
     return [{"id": "s1", "model": MODEL, "choices": [{"delta": {"content": "a"}}]},
             {"id": "s1", "model": MODEL, "choices": [{"delta": {}, "finish_reason": "stop"}]},

@@ -25,6 +25,7 @@ from unittest import mock
 import grpc
 import pytest
 from _support import otlp_receiver as rx_mod
+from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 
 SPANS_PER_TURN = 8  # invoke_agent, chat, 2 llm middleware, 2 execute_tool, 2 tool middleware
@@ -145,12 +146,9 @@ AGENT = textwrap.dedent(r"""
 """)
 
 
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
-    env.update(OTELMW_HOME=str(tmp_path / "home"), OTELMW_DATA_DIR=str(tmp_path / "data"),
-               PYTHONUNBUFFERED="1", OTEL_METRIC_EXPORT_INTERVAL="1000")
-    env.update(extra)
-    return env
+def agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return clean_env(tmp_path, **{"OTELMW_DATA_DIR": str(tmp_path / "data"),
+                                  "OTEL_METRIC_EXPORT_INTERVAL": "1000", **extra})
 
 
 class Run:
@@ -249,7 +247,7 @@ _baseline: dict[str, Any] = {}
 def baseline(tmp_path: Path) -> dict[str, Any]:
     """The same loop with spans recorded but no exporter (no backend at all)."""
     if not _baseline:
-        run = run_agent(tmp_path, clean_env(tmp_path, OTEL_TRACES_EXPORTER="none",
+        run = run_agent(tmp_path, agent_env(tmp_path, OTEL_TRACES_EXPORTER="none",
                                             OTEL_LOGS_EXPORTER="none",
                                             OTEL_METRICS_EXPORTER="none"), LOAD)
         _baseline.update(run.phase("load"))
@@ -264,7 +262,7 @@ def fault_env(tmp_path: Path, mode: str, rx: OtlpReceiver, protocol: str) -> dic
     else:
         rx.mode = mode
         endpoint = rx.grpc_endpoint if protocol == "grpc" else rx.http_endpoint
-    return clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+    return agent_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
                      OTEL_EXPORTER_OTLP_PROTOCOL=protocol, **FAULT_ENV)
 
 
@@ -311,7 +309,7 @@ def test_shutdown_with_blackholed_backend_respects_default_timeout(tmp_path: Pat
                                                                   rx: OtlpReceiver) -> None:
     """Defaults everywhere (exporter timeout 10 s, OTELMW_SHUTDOWN_TIMEOUT 5 s)."""
     rx.mode = "blackhole"
-    env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint)
+    env = agent_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint)
     run = run_agent(tmp_path, env, [{"name": "load", "turns": 400}])
     report("shutdown:blackhole:default", exit_s=run.exit_s, drops=run.summary["drops"])
     assert run.exit_s <= 5 + 2.0, run.exit_s
@@ -324,7 +322,7 @@ def test_shutdown_with_blackholed_backend_respects_default_timeout(tmp_path: Pat
 def test_memory_flat_and_drops_counted_with_small_queues(tmp_path: Path,
                                                          rx: OtlpReceiver) -> None:
     rx.mode = "blackhole"
-    env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
+    env = agent_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
                     OTEL_BSP_MAX_QUEUE_SIZE="256", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="64",
                     OTEL_BLRP_MAX_QUEUE_SIZE="256", OTEL_BLRP_MAX_EXPORT_BATCH_SIZE="64",
                     **FAULT_ENV)
@@ -412,7 +410,7 @@ def test_spans_after_backend_returns_are_delivered(tmp_path: Path) -> None:
               {"name": "down-stopped", **down}, {"name": "up-2", **up},
               {"name": "down-error", **down}, {"name": "up-3", **up},
               {"name": "down-blackhole", **down}, {"name": "up-4", **up}]
-    env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+    env = agent_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
                     OTEL_EXPORTER_OTLP_TIMEOUT="3", OTEL_BSP_SCHEDULE_DELAY="200",
                     OTEL_BLRP_SCHEDULE_DELAY="200", OTEL_METRIC_EXPORT_INTERVAL="500",
                     **FAULT_ENV)

@@ -7,7 +7,6 @@ with a clean environment (no inherited ``OTEL_*`` / ``OTELMW_*``) and cwd = tmp_
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 TIMEOUT = 90
@@ -63,14 +63,6 @@ PROGRAM = textwrap.dedent("""
 ANSWER = "Lisbon is sunny; ZZZZ is unknown."
 TOOLS = ["get_weather", "get_stock", "calculate"]
 SPANS_PER_TURN = 22  # 1 invoke_agent + 4 chat (+8 llm mw) + 3 execute_tool (+6 tool mw)
-
-
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
-    env["OTELMW_HOME"] = str(tmp_path / "otelmw-home")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
 
 
 def run_py(code: str, env: dict[str, str], cwd: Path, *, check: bool = True

@@ -36,15 +36,6 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def h() -> Iterator[TelemetryHarness]:
-    harness = TelemetryHarness()
-    yield harness
-    uninstrument_threads()
-    harness.close()
-    harness.assert_clean()
-
-
-@pytest.fixture
 def instrumented() -> Iterator[None]:
     instrument_threads()
     yield

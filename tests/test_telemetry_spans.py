@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import itertools
 import json
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,14 +40,6 @@ from otelmw import NormalizedToolResult
 from otelmw.telemetry import digest
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def h() -> Iterator[TelemetryHarness]:
-    harness = TelemetryHarness()
-    yield harness
-    harness.close()
-    harness.assert_clean()
 
 
 class ProviderDownError(Exception):

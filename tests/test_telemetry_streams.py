@@ -26,14 +26,6 @@ pytestmark = pytest.mark.timeout(60)
 CHAT = f"chat {MODEL}"
 
 
-@pytest.fixture
-def h() -> Iterator[TelemetryHarness]:
-    harness = TelemetryHarness()
-    yield harness
-    harness.close()
-    harness.assert_clean()
-
-
 class StreamBrokeError(Exception):
     pass
 

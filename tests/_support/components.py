@@ -36,3 +36,14 @@ def require_module(name: str) -> ModuleType:
     """``importorskip`` with the CI rule."""
     require_modules(name)
     return importlib.import_module(name)
+
+
+def clean_env(tmp_path: os.PathLike[str] | str, **extra: str) -> dict[str, str]:
+    """The environment for a child process under test: this one's without any
+    ``OTEL_*``/``OTELMW_*`` setting, a private ``OTELMW_HOME``, unbuffered output,
+    then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+    env["OTELMW_HOME"] = os.path.join(tmp_path, "otelmw-home")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
