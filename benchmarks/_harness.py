@@ -225,3 +225,35 @@ def logger(verbose: bool) -> Callable[[str], None] | None:
     if not verbose:
         return None
     return lambda s: print(s, file=sys.stderr, flush=True)
+
+
+def run_rounds(argv: Sequence[str] | None, description: str,
+               param_sets: dict[str, dict[str, Any]], configs: Sequence[str],
+               worker: Callable[[str, int, dict[str, Any]], Any]
+               ) -> tuple[Any, dict[str, Any], int, dict[str, list[Any]]]:
+    """A benchmark's command line and its interleaved rounds:
+    ``(args, params, rounds, {config: [result per round]})``."""
+    args = common_args(argv, description)
+    params = dict(param_sets["quick" if args.quick else "full"])
+    rounds = args.rounds or params["rounds"]
+    raw = interleaved(configs, rounds, lambda c, r: worker(c, r, params), logger(args.verbose))
+    return args, params, rounds, raw
+
+
+def profile(fn: Callable[[], Any], n: int, sort: str = "tottime", warmup: int = 500,
+            top: int = 40) -> str:
+    """cProfile of ``n`` calls of ``fn`` after a warm-up (text, top functions)."""
+    import cProfile
+    import io
+    import pstats
+
+    for _ in range(warmup):
+        fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(top)
+    return out.getvalue()

@@ -263,11 +263,8 @@ def worker(config: str, _round: int, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = h.common_args(argv, __doc__.splitlines()[0])
-    params = dict(PARAMS["quick" if args.quick else "full"])
-    rounds = args.rounds or params["rounds"]
     cfgs = configs()
-    raw = h.interleaved(cfgs, rounds, lambda c, r: worker(c, r, params), h.logger(args.verbose))
+    args, _, rounds, raw = h.run_rounds(argv, __doc__.splitlines()[0], PARAMS, cfgs, worker)
     cpu = {c: [r["cpu"] for r in raw[c]] for c in cfgs}
     traced = [c for c in cfgs if c.startswith("otelmw-traced/")]
     span_bare = h.med(r["span"]["bare"] for c in traced for r in raw[c])
@@ -323,21 +320,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def profile(config: str, n: int = 20000, sort: str = "tottime") -> str:
-    import cProfile
-    import io
-    import pstats
-
-    fn, _, _ = setup(config)
-    for _ in range(500):
-        fn()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        fn()
-    prof.disable()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(35)
-    return out.getvalue()
+    return h.profile(setup(config)[0], n, sort)
 
 
 if __name__ == "__main__":

@@ -83,11 +83,8 @@ def worker(config: str, _round: int, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = h.common_args(argv, __doc__.splitlines()[0])
-    params = dict(PARAMS["quick" if args.quick else "full"])
-    rounds = args.rounds or params["rounds"]
-    cfgs = configs()
-    raw = h.interleaved(cfgs, rounds, lambda c, r: worker(c, r, params), h.logger(args.verbose))
+    args, _, rounds, raw = h.run_rounds(argv, __doc__.splitlines()[0], PARAMS, configs(),
+                                             worker)
     rows, targets = [], {}
     for label, size in SIZES.items():
         row: list[Any] = [label]

@@ -226,29 +226,12 @@ def worker(config: str, _round: int, params: dict[str, int]) -> dict[str, Any]:
 
 def profile(config: str = "otelmw", n: int = 3000) -> str:
     """cProfile of ``n`` calls (text, top functions by own time)."""
-    import cProfile
-    import io
-    import pstats
-
-    call, _, _ = setup(config)
-    for _ in range(300):
-        call()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        call()
-    prof.disable()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(40)
-    return out.getvalue()
+    return h.profile(setup(config)[0], n, warmup=300)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = h.common_args(argv, __doc__.splitlines()[0])
-    params = dict(PARAMS["quick" if args.quick else "full"])
-    rounds = args.rounds or params["rounds"]
-    raw = h.interleaved(list(CONFIGS), rounds, lambda c, r: worker(c, r, params),
-                        h.logger(args.verbose))
+    args, _, rounds, raw = h.run_rounds(argv, __doc__.splitlines()[0], PARAMS,
+                                             list(CONFIGS), worker)
     base = [r["cpu"] for r in raw["bare"]]
     inst = [c for c in CONFIGS if c != "bare"]
     # Primary figure: the paired in-process overhead (immune to process-to-process

@@ -199,11 +199,9 @@ CONFIGS = ("uninstrumented", "reachable", "unreachable")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = h.common_args(argv, __doc__.splitlines()[0])
-    params = dict(PARAMS["quick" if args.quick else "full"])
-    rounds = args.rounds or params["rounds"]
+    args, params, rounds, raw = h.run_rounds(argv, __doc__.splitlines()[0], PARAMS,
+                                             list(CONFIGS), throughput)
     log = h.logger(args.verbose)
-    raw = h.interleaved(list(CONFIGS), rounds, lambda c, r: throughput(c, r, params), log)
     mem: dict[str, Any] = {}
     if params["tracemalloc"]:
         mem = h.interleaved(["reachable/mem", "unreachable/mem"], 1,
