@@ -66,3 +66,20 @@ def timed_terminal_for(execute: Callable[[Any], Any], request: Any, original: An
             elapsed[0] += perf_counter() - t0
 
     return terminal
+
+
+def atimed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
+                        elapsed: list[float]) -> Callable[[Any], Any]:
+    """Async twin of ``timed_terminal_for``: ``execute`` may return an awaitable,
+    whose await is part of the base call's duration."""
+
+    async def terminal(p: Any) -> Any:
+        p = request if p is original else _base_payload(p, request)
+        t0 = perf_counter()
+        try:
+            r = execute(p)
+            return (await r) if isawaitable(r) else r
+        finally:
+            elapsed[0] += perf_counter() - t0
+
+    return terminal

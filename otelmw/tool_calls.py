@@ -5,12 +5,16 @@ memory adapters → ``transform_tool_result``."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import _last_api_request_id, isawaitable, terminal_for, timed_terminal_for
+from .callstate import (
+    _last_api_request_id,
+    atimed_terminal_for,
+    isawaitable,
+    timed_terminal_for,
+)
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import MEMORY, FailureLog, describe
 from .hooks import afire_hooks, all_hook_events, block_directive, fire_hooks, first_string
@@ -303,17 +307,8 @@ class ToolCalls:
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
         else:
-            base = terminal_for(execute, parsed, original)
-            elapsed = [0.0]
-
-            async def terminal(p: Any) -> Any:  # execution_time_ms: the base call only
-                t0 = time.perf_counter()
-                try:
-                    r = base(p)
-                    return (await r) if isawaitable(r) else r
-                finally:
-                    elapsed[0] += time.perf_counter() - t0
-
+            elapsed = [0.0]  # execution_time_ms: the base call only
+            terminal = atimed_terminal_for(execute, parsed, original, elapsed)
             layers = mw[c.TOOL_EXECUTION]
             raw: Any = None
             try:

@@ -245,8 +245,10 @@ def test_ctx_execution_time_ms_is_measured_around_the_base_call_async() -> None:
     assert n.calls[0][2].execution_time_ms >= 45.0
 
 
-def test_ctx_execution_time_ms_excludes_tool_execution_middleware_time() -> None:
-    """The base call is what is timed: a slow wrapper around it is not tool time."""
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_ctx_execution_time_ms_excludes_tool_execution_middleware_time(mode: str) -> None:
+    """The base call is what is timed: a slow wrapper around it is not tool time
+    (both paths: the async one awaits the tool inside the timed region)."""
     n = RecordingNormalizer()
     h = Harness(n)
 
@@ -258,8 +260,15 @@ def test_ctx_execution_time_ms_excludes_tool_execution_middleware_time() -> None
         time.sleep(0.05)
         return "done"
 
+    async def aslow_tool(args: dict[str, Any]) -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
     h.p.registry.add_middleware("tool_execution", slow_wrapper, plugin="t")
-    h.p.run_tool("slow", {}, slow_tool, runtime_id=HARNESS)
+    if mode == "sync":
+        h.p.run_tool("slow", {}, slow_tool, runtime_id=HARNESS)
+    else:
+        asyncio.run(h.p.arun_tool("slow", {}, aslow_tool, runtime_id=HARNESS))
     ms = n.calls[0][2].execution_time_ms
     assert 45.0 <= ms < 200.0, f"execution_time_ms={ms:.1f} includes the wrapper's 200 ms"
 
