@@ -407,28 +407,12 @@ def run_case(h: Harness, op: str, mode: str, sc: dict[str, Any], name: str) -> N
     assert not h.complaints.records, (sc, h.complaints.records)  # no double end / detach
 
 
+@pytest.mark.parametrize("op", ["llm", "tool"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @SETTINGS
 @given(sc=scenario)
-def test_hostile_chain_sync_llm(harness: Harness, sc: dict[str, Any]) -> None:
-    run_case(harness, "llm", "sync", sc, "sync_llm")
-
-
-@SETTINGS
-@given(sc=scenario)
-def test_hostile_chain_async_llm(harness: Harness, sc: dict[str, Any]) -> None:
-    run_case(harness, "llm", "async", sc, "async_llm")
-
-
-@SETTINGS
-@given(sc=scenario)
-def test_hostile_chain_sync_tool(harness: Harness, sc: dict[str, Any]) -> None:
-    run_case(harness, "tool", "sync", sc, "sync_tool")
-
-
-@SETTINGS
-@given(sc=scenario)
-def test_hostile_chain_async_tool(harness: Harness, sc: dict[str, Any]) -> None:
-    run_case(harness, "tool", "async", sc, "async_tool")
+def test_hostile_chain(harness: Harness, mode: str, op: str, sc: dict[str, Any]) -> None:
+    run_case(harness, op, mode, sc, f"{mode}_{op}")
 
 
 def test_hypothesis_example_budget() -> None:
