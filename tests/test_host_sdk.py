@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.components import require_module
+from _support.components import clean_env, require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 from opentelemetry.sdk._logs import LoggerProvider
@@ -359,3 +359,31 @@ def test_opentelemetry_instrument_lights_up_an_unmodified_openai_program(
         (span,) = [s for s in rx.spans() if s.name == "chat gpt-run"]
         assert span.attributes["gen_ai.provider.name"] == "openai"
         assert span.resource["service.name"] == "oi-app"
+
+
+def test_bad_settings_under_auto_instrumentation_fall_back_instead_of_failing_the_import(
+        tmp_path: Path) -> None:
+    """Under an instrumentor the program is already running: a typo in an otelmw
+    setting gives one warning and the default, never an exception at ``import openai``
+    (``configure()`` raises on the same values, see test_setup_configure)."""
+    code = textwrap.dedent("""
+        import logging
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        from otelmw.instrumentation.openai import OpenAIInstrumentor
+        OpenAIInstrumentor().instrument()
+        import openai
+        from otelmw.pipeline import get_pipeline
+        obs = get_pipeline().observer
+        print("OBSERVER", obs.hook_events, obs.layer_metrics, obs.content.on_spans)
+    """)
+    env = clean_env(tmp_path, OTELMW_HOOK_EVENTS="bogus", OTELMW_MIDDLEWARE_METRICS="maybe",
+                    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="EVERYTHING")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "OBSERVER registered True False" in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("otelmw:")]
+    assert len(warnings) == 3, proc.stderr
+    for name in ("OTELMW_HOOK_EVENTS", "OTELMW_MIDDLEWARE_METRICS",
+                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
+        assert sum(name in w for w in warnings) == 1, (name, warnings)

@@ -7,7 +7,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import wrapt
@@ -16,6 +16,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from ..pipeline import current_llm_call, get_pipeline
 
 logger = logging.getLogger("otelmw")
+T = TypeVar("T")
 
 # wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
 _PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
@@ -30,14 +31,24 @@ def ensure_observer() -> None:
     if pipe.observer is not None:
         return
     from ..telemetry.content import ContentPolicy
-    from ..telemetry.observer import TelemetryObserver
+    from ..telemetry.observer import TelemetryObserver, hook_events_mode, middleware_metrics_on
 
+    # Here the program is already running (an instrumentor installs this on the host's
+    # import): a bad setting falls back to its default with one warning instead of
+    # failing the import. ``configure()`` raises on the same values.
+    content = _setting(ContentPolicy.from_env, ContentPolicy, "content capture stays off")
+    hook_events = _setting(hook_events_mode, lambda: "registered", "hook events: registered")
+    layer_metrics = _setting(middleware_metrics_on, lambda: True, "middleware metrics: on")
+    pipe.observer = TelemetryObserver(content=content, failures=pipe.failures,
+                                      hook_events=hook_events, middleware_metrics=layer_metrics)
+
+
+def _setting(read: Callable[[], T], default: Callable[[], T], fallback: str) -> T:
     try:
-        content = ContentPolicy.from_env()
+        return read()
     except ValueError as exc:
-        logger.warning("otelmw: %s; content capture stays off", exc)
-        content = ContentPolicy()
-    pipe.observer = TelemetryObserver(content=content, failures=pipe.failures)
+        logger.warning("otelmw: %s; %s", exc, fallback)
+        return default()
 
 
 def server_of(base_url: Any) -> tuple[str | None, int | None]:
