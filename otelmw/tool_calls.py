@@ -154,6 +154,16 @@ class ToolCalls:
             metadata={"tool_call_id": call.tool_call_id, "turn_id": call.turn_id},
         )
 
+    @staticmethod
+    def _pre_payload(call: c.CallInfo, kw: dict[str, Any], effective: Any) -> dict[str, Any]:
+        return {**kw, "args": effective, "middleware_trace": call.trace_view()}
+
+    def _outcome(self, call: c.CallInfo, raw: Any, error: BaseException | None,
+                 seconds: float) -> tuple[NormalizedToolResult, str]:
+        """The normalized result of the base call and its status (``ok``/``error``)."""
+        normalized = self._normalize(call, raw, error, seconds * 1000.0)
+        return normalized, "ok" if normalized.success else "error"
+
     def _post_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
                       model_result: Any, normalized: NormalizedToolResult, status: str
                       ) -> dict[str, Any]:
@@ -204,10 +214,9 @@ class ToolCalls:
                                      original, original, mkw, obs, failures)
         blocked = None
         if hk[c.PRE_TOOL_CALL] or every:
-            trace = call.trace_view()
             blocked = block_directive(fire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
+                self._pre_payload(call, kw, effective), obs, failures))
         error: BaseException | None = None
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
@@ -225,9 +234,7 @@ class ToolCalls:
                     raw = terminal(effective)
             except Exception as exc:
                 error = exc
-            ms = elapsed[0] * 1000.0
-            normalized = self._normalize(call, raw, error, ms)
-            status = "ok" if normalized.success else "error"
+            normalized, status = self._outcome(call, raw, error, elapsed[0])
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:
@@ -299,10 +306,9 @@ class ToolCalls:
                                             call, original, original, mkw, obs, failures)
         blocked = None
         if hk[c.PRE_TOOL_CALL] or every:
-            trace = call.trace_view()
             blocked = block_directive(await afire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                {**kw, "args": effective, "middleware_trace": trace}, obs, failures))
+                self._pre_payload(call, kw, effective), obs, failures))
         error: BaseException | None = None
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
@@ -320,9 +326,7 @@ class ToolCalls:
                     raw = await terminal(effective)
             except Exception as exc:
                 error = exc
-            ms = elapsed[0] * 1000.0
-            normalized = self._normalize(call, raw, error, ms)
-            status = "ok" if normalized.success else "error"
+            normalized, status = self._outcome(call, raw, error, elapsed[0])
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:

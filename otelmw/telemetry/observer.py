@@ -24,7 +24,7 @@ from ..results import NormalizedToolResult
 from . import attributes as a
 from .content import ContentPolicy
 from .context import safe_detach
-from .digests import digest, type_name
+from .digests import type_name
 from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEvents, hook_events_mode
 from .layer_spans import ENV_MIDDLEWARE_METRICS, LayerSpans, middleware_metrics_on
 from .metrics import Instruments
@@ -325,7 +325,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
             content = normalized.content
             attrs[a.OTELMW_RESULT_CONTENT_DIGEST] = (
-                raw_digest if content is raw else digest(content)[0])
+                raw_digest if content is raw else digest_once(call, content)[0])
             if self.content.on_spans:
                 attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
             span.set_attributes(attrs)
