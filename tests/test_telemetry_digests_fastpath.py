@@ -43,9 +43,9 @@ class Spy:
         self.real = real
         self.calls = 0
 
-    def dumps(self, value: Any, option: int = 0) -> bytes:
+    def dumps(self, value: Any, default: Any = None, option: int = 0) -> bytes:
         self.calls += 1
-        return bytes(self.real.dumps(value, option=option))
+        return bytes(self.real.dumps(value, default, option))
 
 
 @pytest.fixture
@@ -182,8 +182,8 @@ def test_probe_turns_the_fast_path_off_for_an_orjson_that_writes_floats_otherwis
         OPT_SORT_KEYS = real.OPT_SORT_KEYS
 
         @staticmethod
-        def dumps(value: Any, option: int = 0) -> bytes:
-            return bytes(real.dumps(value, option=option)).replace(b"0.1", b"1e-1")
+        def dumps(value: Any, default: Any = None, option: int = 0) -> bytes:
+            return bytes(real.dumps(value, default, option)).replace(b"0.1", b"1e-1")
 
     assert digests._probe_fast_path()
     monkeypatch.setattr(digests, "_orjson", Drifted)
