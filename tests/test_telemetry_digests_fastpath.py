@@ -50,7 +50,7 @@ class Spy:
 
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
-    assert digests._orjson is not None and digests._FAST_FLOATS, "orjson fast path is off"
+    assert digests._orjson is not None and digests._ORJSON_SAME_BYTES, "orjson fast path is off"
     s = Spy(digests._orjson)
     monkeypatch.setattr(digests, "_orjson", s)
     return s
@@ -163,7 +163,7 @@ def test_digests_do_not_depend_on_orjson_being_installed() -> None:
         "import sys; sys.modules['orjson'] = None\n"
         "from typing import Any\n"
         "from otelmw.telemetry import digests\n"
-        "assert digests._orjson is None and not digests._FAST_FLOATS\n"
+        "assert digests._orjson is None and not digests._ORJSON_SAME_BYTES\n"
         + inspect.getsource(rows)
         + f"for src in {SAMPLES!r}: print(digests.digest(eval(src))[0])\n"
     )

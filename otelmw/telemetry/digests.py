@@ -244,7 +244,7 @@ def _fits(value: Any, limit: int) -> int:
                 plain = False
         if budget < 0:
             return _TOO_BIG
-    return _PLAIN if plain and _FAST_FLOATS else _JSON
+    return _PLAIN if plain and _ORJSON_SAME_BYTES else _JSON
 
 
 def _json_key(key: Any) -> str:
@@ -395,7 +395,7 @@ def _small_flat(value: Any) -> int:
         return _TOO_BIG
     if len(value) > 64:
         return _TOO_BIG
-    plain = _FAST_FLOATS
+    plain = _ORJSON_SAME_BYTES
     for v in items:
         tv = type(v)
         if tv is str:
@@ -429,7 +429,7 @@ def _probe_fast_path() -> bool:
         return False
 
 
-_FAST_FLOATS = _probe_fast_path()  # also gates every plain tree (the name: floats are the risk)
+_ORJSON_SAME_BYTES = _probe_fast_path()  # False: every tree takes the json encoder
 
 
 def _json_digest(value: Any, limit: int) -> tuple[str, int]:
