@@ -41,7 +41,8 @@ ANCHORS = {
 SHARED = ["openai", "httpx", "pydantic", "wrapt", "opentelemetry-api", "opentelemetry-sdk",
           "opentelemetry-instrumentation", "opentelemetry-semantic-conventions",
           "opentelemetry-proto", "opentelemetry-exporter-otlp-proto-grpc",
-          "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-otlp-proto-common"]
+          "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-otlp-proto-common",
+          "orjson"]
 
 
 def _pins() -> list[str]:
