@@ -94,8 +94,6 @@ class LLMCalls:
         mw, hk = reg.tables()
         hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
                       or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
-        if not reg.llm_active and not hooked:  # observer only: just the base call
-            return execute(request)
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if reg.llm_active else request
         kw = call.as_kwargs()
@@ -182,9 +180,6 @@ class LLMCalls:
         mw, hk = reg.tables()
         hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
                       or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
-        if not reg.llm_active and not hooked:  # observer only: just the base call
-            r = execute(request)
-            return (await r) if isawaitable(r) else r
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if reg.llm_active else request
         kw = call.as_kwargs()

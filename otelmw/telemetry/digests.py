@@ -124,7 +124,9 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
         return "sha256:" + _sha256(data).hexdigest(), len(data)
     try:
         if t is dict or t is list:  # the common tool results: straight to the JSON path
-            if _small_flat(value) == _PLAIN:  # inlined: one flat orjson encode, no walk
+            # Inlined copy of _json_digest's first case (one flat orjson encode, no
+            # walk): two calls fewer is 0.07 of the 100 B dict's 0.9 µs.
+            if _small_flat(value) == _PLAIN:
                 try:
                     data = _orjson.dumps(value, None, _ORJSON_OPTS)
                 except Exception:  # big ints, lone surrogates: the general path
@@ -367,7 +369,7 @@ def _flat_bytes(value: Any, shape: int) -> bytes:
     """Canonical JSON of a tree the walks found under the cap (``_JSON``/``_PLAIN``)."""
     if shape == _PLAIN:
         try:
-            return bytes(_orjson.dumps(value, None, _ORJSON_OPTS))
+            return _orjson.dumps(value, None, _ORJSON_OPTS)
         except Exception:  # big ints, lone surrogates, depth > 254: json's turn
             pass
     return _encode(value).encode("utf-8", "surrogatepass")

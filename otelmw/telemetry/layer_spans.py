@@ -10,15 +10,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from ..contract import CallInfo
 from ..observe import FAILED, REWRITTEN
 from ..registry import Layer
 from . import attributes as a
 from .context import safe_detach
-from .observer_core import ObserverCore, _attach, _perf_counter, _set_span_in_context
-from .values import MAX_STR, error_type, short_text
+from .observer_core import (
+    ObserverCore,
+    _attach,
+    _perf_counter,
+    _set_span_in_context,
+    mark_exception,
+)
+from .values import MAX_STR
 from .values import clean_str as _c
 
 _INTERNAL = SpanKind.INTERNAL
@@ -94,8 +100,7 @@ class LayerSpans(ObserverCore):
         else:
             span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
         if error is not None:
-            span.set_attribute(a.ERROR_TYPE, error_type(error))
-            span.set_status(Status(StatusCode.ERROR, short_text(error, 256)))
+            mark_exception(span, error)
         span.end()
         if self.layer_metrics:
             self.inst.middleware_duration.record(

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from opentelemetry import _logs, metrics, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from .. import __version__
 from ..contract import CallInfo, RuntimeContext
@@ -28,7 +28,15 @@ from .digests import type_name
 from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEvents, hook_events_mode
 from .layer_spans import ENV_MIDDLEWARE_METRICS, LayerSpans, middleware_metrics_on
 from .metrics import Instruments
-from .observer_core import OpState, _attach, _perf_counter, _set_span_in_context, digest_once
+from .observer_core import (
+    OpState,
+    _attach,
+    _perf_counter,
+    _set_span_in_context,
+    digest_once,
+    mark_error,
+    mark_exception,
+)
 from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 from .values import clean_str as _c
@@ -192,7 +200,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             span.set_attributes(extra)
         token = _attach(_set_span_in_context(span))
         metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
-        call.observer_state = OpState(span, token, time.perf_counter(), metric_attrs)
+        call.observer_state = OpState(span, token, _perf_counter(), metric_attrs)
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         op = call.observer_state
@@ -271,10 +279,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             span.set_attributes(attrs)
         if error is not None:
-            et = error_type(error)
-            mattrs[a.ERROR_TYPE] = et
-            span.set_attribute(a.ERROR_TYPE, et)
-            span.set_status(Status(StatusCode.ERROR, short_text(error, 256)))
+            mark_exception(span, error, mattrs)
         span.end()
         inst = self.inst
         inst.operation_duration.record(duration, mattrs)
@@ -287,10 +292,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
     def _end_tool(self, op: OpState, error: BaseException | None) -> None:
         span = op.span
         if error is not None:
-            et = error_type(error)
-            op.attrs[a.ERROR_TYPE] = et
-            span.set_attribute(a.ERROR_TYPE, et)
-            span.set_status(Status(StatusCode.ERROR, short_text(error, 256)))
+            mark_exception(span, error, op.attrs)
         span.end()
         self.inst.tool_duration.record(time.perf_counter() - op.start, op.attrs)
 
@@ -329,15 +331,10 @@ class TelemetryObserver(LayerSpans, HookEvents):
             if self.content.on_spans:
                 attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
             span.set_attributes(attrs)
-        if not success and not blocked and not isinstance(raw, BaseException):
-            span.set_status(Status(StatusCode.ERROR, short_text(normalized.error_message, 256)))
-            span.set_attribute(a.ERROR_TYPE, "tool_error")
-            op.attrs[a.ERROR_TYPE] = "tool_error"
-        elif isinstance(raw, BaseException):
-            et = error_type(raw)
-            span.set_attribute(a.ERROR_TYPE, et)
-            span.set_status(Status(StatusCode.ERROR, short_text(raw, 256)))
-            op.attrs[a.ERROR_TYPE] = et
+        if isinstance(raw, BaseException):
+            mark_exception(span, raw, op.attrs)
+        elif not success and not blocked:
+            mark_error(span, "tool_error", short_text(normalized.error_message, 256), op.attrs)
         self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
                                        a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
                                        a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
@@ -348,12 +345,9 @@ class TelemetryObserver(LayerSpans, HookEvents):
             name = _c(turn.agent_name) or "agent"
             attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
                                      a.GEN_AI_AGENT_NAME: name}
-            if turn.session_id:
-                attrs[a.GEN_AI_CONVERSATION_ID] = turn.session_id
-            if turn.runtime_id:
-                attrs[a.OTELMW_RUNTIME_ID] = turn.runtime_id
-            if turn.turn_id:
-                attrs[a.OTELMW_TURN_ID] = turn.turn_id
+            put_present(attrs, ((a.GEN_AI_CONVERSATION_ID, turn.session_id),
+                                (a.OTELMW_RUNTIME_ID, turn.runtime_id),
+                                (a.OTELMW_TURN_ID, turn.turn_id)))
             span = self.tracer.start_span(f"invoke_agent {name}", kind=_INTERNAL,
                                           attributes=attrs)
             token = _attach(_set_span_in_context(span))
@@ -371,14 +365,9 @@ class TelemetryObserver(LayerSpans, HookEvents):
             mattrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
                                       a.GEN_AI_AGENT_NAME: name}
             if error is not None:
-                et = error_type(error)
-                span.set_attribute(a.ERROR_TYPE, et)
-                span.set_status(Status(StatusCode.ERROR, short_text(error, 256)))
-                mattrs[a.ERROR_TYPE] = et
+                mark_exception(span, error, mattrs)
             elif failed:
-                span.set_attribute(a.ERROR_TYPE, "turn_failed")
-                span.set_status(Status(StatusCode.ERROR, "the agent turn failed"))
-                mattrs[a.ERROR_TYPE] = "turn_failed"
+                mark_error(span, "turn_failed", "the agent turn failed", mattrs)
             span.end()
             self.inst.agent_duration.record(time.perf_counter() - start, mattrs)
         except Exception as exc:

@@ -8,6 +8,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from ..contract import CallInfo
 from ..failures import INSTRUMENTATION, FailureLog, describe
@@ -17,11 +18,26 @@ from .content import ContentPolicy
 from .digests import digest
 from .metrics import Instruments
 from .responses import ResponseFacts
-from .values import put_present
+from .values import error_type, put_present, short_text
 
 # Bound once: these run per call and per middleware layer.
 _attach, _set_span_in_context, _perf_counter = (
     otel_context.attach, trace.set_span_in_context, time.perf_counter)
+
+
+def mark_error(span: trace.Span, etype: str, message: str,
+               metric_attrs: dict[str, Any] | None = None) -> None:
+    """The span (and its metric point, when given) marked failed with ``error.type``."""
+    span.set_attribute(a.ERROR_TYPE, etype)
+    span.set_status(Status(StatusCode.ERROR, message))
+    if metric_attrs is not None:
+        metric_attrs[a.ERROR_TYPE] = etype
+
+
+def mark_exception(span: trace.Span, exc: BaseException,
+                   metric_attrs: dict[str, Any] | None = None) -> None:
+    mark_error(span, error_type(exc), short_text(exc, 256), metric_attrs)
+
 
 class OpState:
     """Per-call state (kept on ``CallInfo.observer_state``)."""
