@@ -62,6 +62,8 @@ def _chat_request() -> dict[str, Any]:
 
 def test_json_tree_is_read_only_everywhere_equal_and_the_original_untouched() -> None:
     request = _chat_request()
+    marker = bytearray(b"attachment")  # a mutable leaf: deepcopy would copy it
+    request["messages"][0]["blob"] = marker
     before = copy.deepcopy(request)
     view = freeze(request)
     assert view == before and view is not request
@@ -69,7 +71,7 @@ def test_json_tree_is_read_only_everywhere_equal_and_the_original_untouched() ->
     assert request == before
     for node in _containers(request):
         assert type(node) in (dict, list)  # the caller's containers were not converted
-    assert view["messages"][0]["content"] is request["messages"][0]["content"]  # leaves shared
+    assert view["messages"][0]["blob"] is marker  # leaves shared, not copied
 
 
 def test_flat_scalar_dict_and_empty_list() -> None:

@@ -482,11 +482,16 @@ def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
 
     cap = 4096
     rows = collections.OrderedDict((f"k{i}", "value-" * 8) for i in range(500))
+    from otelmw.telemetry import digests
+
     for tree in ({"data": rows}, {"data": Rows(["value-" * 8] * 500)}):
         full = canonical_json(tree)
         assert len(full) > cap
         assert digest(tree, max_bytes=cap) == (
             "sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1)
+        # the digest alone cannot tell "walked and cut" from "encoded whole, then
+        # cut": the walk itself must see the subclass' size
+        assert digests._fits(tree, cap) == digests._TOO_BIG
 
 
 def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
