@@ -18,7 +18,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -40,9 +40,14 @@ TOOL = "lookup"
 class TelemetryHarness:
     """Providers + exporters + a pipeline observed by ``TelemetryObserver``."""
 
-    def __init__(self, mode: str = NO_CONTENT, max_length: int = 4096) -> None:
+    def __init__(self, mode: str = NO_CONTENT, max_length: int = 4096, *,
+                 span_processors: Iterable[SpanProcessor] = (), **observer_kw: Any) -> None:
+        """``span_processors`` run before the exporter; ``observer_kw`` goes to
+        ``TelemetryObserver`` (``hook_events``, ``middleware_metrics``)."""
         self.span_exporter = InMemorySpanExporter()
         self.tracer_provider = TracerProvider()
+        for processor in span_processors:
+            self.tracer_provider.add_span_processor(processor)
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_exporter))
         self.log_exporter = InMemoryLogRecordExporter()
         self.logger_provider = LoggerProvider()
@@ -53,7 +58,8 @@ class TelemetryHarness:
         self.pipeline = Pipeline(normalizers=RuntimeMiddlewareRegistry())
         self.observer = TelemetryObserver(
             self.tracer_provider, self.meter_provider, self.logger_provider,
-            content=ContentPolicy(mode, max_length), failures=self.pipeline.failures)
+            content=ContentPolicy(mode, max_length), failures=self.pipeline.failures,
+            **observer_kw)
         self.pipeline.observer = self.observer
         # A tracer for spans opened by "host code" (base calls, worker threads).
         self.tracer = self.tracer_provider.get_tracer("host")
@@ -63,10 +69,14 @@ class TelemetryHarness:
         self._handler = _ListHandler(self.sdk_warnings)
         logging.getLogger("opentelemetry").addHandler(self._handler)
 
+    @property
+    def complaints(self) -> list[str]:
+        """OpenTelemetry's warnings so far (double ends, failed detaches, ...)."""
+        return [r.getMessage() for r in self.sdk_warnings]
+
     def assert_clean(self) -> None:
         """No telemetry-internal failure and no OpenTelemetry warning happened."""
-        messages = [r.getMessage() for r in self.sdk_warnings]
-        assert messages == [], messages
+        assert self.complaints == [], self.complaints
         internal = {k: v for k, v in self.pipeline.failures.counts.items()
                     if k[0] == "instrumentation"}
         assert internal == {}, internal

@@ -538,7 +538,6 @@ def _series_labels() -> dict[str, set[str]]:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:
         unavailable("opentelemetry-exporter-prometheus")
-        raise
 
     registry = CollectorRegistry()
     try:

@@ -990,20 +990,14 @@ def test_middleware_duration_metric_can_be_switched_off(
         monkeypatch: pytest.MonkeyPatch, how: str, mode: str) -> None:
     """``OTELMW_MIDDLEWARE_METRICS=off``: no per-layer histogram record, while the
     layer spans (with their outcomes and durations) and the other metrics stay."""
-    from otelmw.telemetry.observer import TelemetryObserver
-
-    monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
-    harness = TelemetryHarness()
+    kw: dict[str, Any] = {"middleware_metrics": False}
+    if how == "env":
+        monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", " OFF ")
+        kw = {}
+    else:
+        monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
+    harness = TelemetryHarness(**kw)
     try:
-        kw: dict[str, Any] = {"middleware_metrics": False}
-        if how == "env":
-            monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", " OFF ")
-            kw = {}
-        harness.observer.close()
-        harness.observer = TelemetryObserver(
-            harness.tracer_provider, harness.meter_provider, harness.logger_provider,
-            failures=harness.pipeline.failures, **kw)
-        harness.pipeline.observer = harness.observer
         reg = harness.pipeline.registry
         reg.add_middleware("llm_request", lambda **k: {"request": {**k["request"], "n": 1}},
                            PLUGIN)
@@ -1018,6 +1012,7 @@ def test_middleware_duration_metric_can_be_switched_off(
         assert harness.points("otelmw.rewrites")
     finally:
         harness.close()
+    harness.assert_clean()
 
 
 def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
