@@ -240,8 +240,7 @@ def run_rounds(argv: Sequence[str] | None, description: str,
     return args, params, rounds, raw
 
 
-def profile(fn: Callable[[], Any], n: int, sort: str = "tottime", warmup: int = 500,
-            top: int = 40) -> str:
+def profile(fn: Callable[[], Any], n: int, sort: str = "tottime", warmup: int = 500) -> str:
     """cProfile of ``n`` calls of ``fn`` after a warm-up (text, top functions)."""
     import cProfile
     import io
@@ -255,5 +254,5 @@ def profile(fn: Callable[[], Any], n: int, sort: str = "tottime", warmup: int = 
         fn()
     prof.disable()
     out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(top)
+    pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(40)
     return out.getvalue()

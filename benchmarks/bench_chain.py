@@ -18,7 +18,8 @@ attributes, attach/detach, the outcome attribute, ``end()``), measured two ways:
 * in a tight loop on the same provider ("loop"), as a child span;
 * in situ: the same traced pipeline with otelmw's layer spans switched off
   (``NoLayerSpans``, N layers), with and without each callback opening that span
-  around its own work (``_span_callbacks``); the difference / N is what one such
+  around its own work (``_contract_callbacks``: both variants alike in every other
+  step, defaults, ``try``/``finally``); the difference / N is what one such
   span costs at the point where a layer span is made. Among the pipeline's own
   allocations a span costs several µs more than in a tight loop (cache and
   allocator effects), which no instrumentation can avoid, so the target is
@@ -95,15 +96,16 @@ def configs() -> list[str]:
 class NoLayerSpans(TelemetryObserver):
     """The telemetry observer with rewrite/wrapper spans switched off."""
 
-    def rewrite_started(self, call: Any, layer: Any, position: int) -> Any:
+    def _no_span(self, call: Any, layer: Any, position: int) -> Any:
         return None
 
-    def wrapper_started(self, call: Any, layer: Any, position: int) -> Any:
-        return None
+    rewrite_started = wrapper_started = _no_span
 
 
-def _span_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:
-    """Callbacks that each carry the contract span around their own work."""
+def _contract_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:
+    """Callbacks that each carry the contract span around their own work
+    (``tracer`` given), or the same callbacks without it (``tracer`` None): alike
+    in every other step, so their difference is the span alone."""
     internal = trace.SpanKind.INTERNAL
     attach, detach, set_in = otel_context.attach, otel_context.detach, trace.set_span_in_context
     cbs = []
@@ -111,16 +113,22 @@ def _span_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:
         name = f"{kind} bench.{kind}_{i}"
         attrs = {"otelmw.middleware.kind": kind, "otelmw.middleware.name": f"bench.{kind}_{i}",
                  "otelmw.middleware.position": i, "otelmw.middleware.plugin": "bench"}
-
-        def cb(_name: str = name, _attrs: dict[str, Any] = attrs, **kw: Any) -> Any:
-            span = tracer.start_span(_name, kind=internal, attributes=_attrs)
-            token = attach(set_in(span))
-            try:
-                return kw["next_call"]() if "next_call" in kw else None
-            finally:
-                detach(token)
-                span.set_attribute("otelmw.middleware.outcome", "passed")
-                span.end()
+        if tracer is None:
+            def cb(_name: str = name, _attrs: dict[str, Any] = attrs, **kw: Any) -> Any:
+                try:
+                    return kw["next_call"]() if "next_call" in kw else None
+                finally:
+                    pass
+        else:
+            def cb(_name: str = name, _attrs: dict[str, Any] = attrs, **kw: Any) -> Any:
+                span = tracer.start_span(_name, kind=internal, attributes=_attrs)
+                token = attach(set_in(span))
+                try:
+                    return kw["next_call"]() if "next_call" in kw else None
+                finally:
+                    detach(token)
+                    span.set_attribute("otelmw.middleware.outcome", "passed")
+                    span.end()
         cb.__name__ = cb.__qualname__ = f"{kind}_{i}"
         cbs.append(cb)
     return cbs
@@ -181,8 +189,9 @@ def setup(config: str) -> tuple[Any, Any, Any]:
         tp, exporter = dropping_provider()
         observer = TelemetryObserver if impl == "otelmw-traced" else NoLayerSpans
         pipe.observer = observer(tracer_provider=tp, failures=pipe.failures)
-        if impl == "otelmw-callbackspans":
-            cbs = _span_callbacks(kind, n, tp.get_tracer("bench-span"))
+        if impl in SPAN_IMPLS:  # in-situ span: the same callbacks with and without it
+            cbs = _contract_callbacks(kind, n, tp.get_tracer("bench-span")
+                                      if impl == "otelmw-callbackspans" else None)
     if cbs:
         def register(pctx: Any) -> None:
             for cb in cbs:
@@ -206,21 +215,12 @@ def span_costs(tp: TracerProvider, exporter: Any, params: dict[str, Any]) -> dic
     tracer = tp.get_tracer("bench-span")
     internal = trace.SpanKind.INTERNAL
     attach, detach, set_in = otel_context.attach, otel_context.detach, trace.set_span_in_context
-    attrs = {"otelmw.middleware.kind": "tool_execution",
-             "otelmw.middleware.name": "bench.tool_execution_0",
-             "otelmw.middleware.position": 0, "otelmw.middleware.plugin": "bench"}
 
     def bare() -> None:
         tracer.start_span("tool_execution bench.tool_execution_0").end()
 
-    def contract() -> None:  # run as a child of an operation span, as a layer's is
-        span = tracer.start_span("tool_execution bench.tool_execution_0", kind=internal,
-                                 attributes=attrs)
-        token = attach(set_in(span))
-        detach(token)
-        span.set_attribute("otelmw.middleware.outcome", "passed")
-        span.end()
-
+    # run as a child of an operation span, as a layer's is
+    contract = _contract_callbacks("tool_execution", 1, tracer)[0]
     n = h.calibrate(contract, params["batch_s"])
     tp.force_flush()
     exporter.spans = 0
@@ -275,19 +275,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         strict=True)] for kind in KINDS for n in LAYERS}
     rows, targets = [], {}
     for kind in KINDS:
-        call = "llm" if kind.startswith("llm") else "tool"
+        call = _parse(f"otelmw/{kind}/0")[1]
         for n in (0, *LAYERS):
             key = f"{call}/0" if n == 0 else f"{kind}/{n}"
             o, t, hr = (cpu[f"{i}/{key}"] for i in IMPLS)
             ratio = h.med(a / b for a, b in zip(o, hr, strict=True))
-            t0 = cpu[f"otelmw-traced/{call}/0"]
-            per_layer = None if n == 0 else h.med(
-                (a - b) / n for a, b in zip(t, t0, strict=True))
-            over_loop = None if n == 0 else h.med(
-                (a - b) / n - r["span"]["contract"] for a, b, r in zip(
-                    t, t0, raw[f"otelmw-traced/{kind}/{n}"], strict=True))
-            over_situ = None if n == 0 else h.med(
-                (a - b) / n - s for a, b, s in zip(t, t0, in_situ[kind, n], strict=True))
+            per_layer = over_loop = over_situ = None
+            if n:
+                # traced cost per layer in each round, then judged against each span
+                layer = [(a - b) / n for a, b in zip(t, cpu[f"otelmw-traced/{call}/0"],
+                                                       strict=True)]
+                per_layer = h.med(layer)
+                over_loop = h.med(x - r["span"]["contract"] for x, r in zip(
+                    layer, raw[f"otelmw-traced/{kind}/{n}"], strict=True))
+                over_situ = h.med(x - s for x, s in zip(layer, in_situ[kind, n], strict=True))
             ok_u = None if n == 0 else ratio <= 0.5
             ok_t = None if over_situ is None else over_situ <= 2.0
             if n:
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "≤ 0.5×", "otelmw traced", "traced µs / layer", "span in situ",
                    "per layer − span", "≤ span + 2 µs", "per layer − loop span"], rows))
     spc = {c: h.med(r["spans_per_call"] for r in raw[c]) for c in cfgs
-           if c.split("/")[0] in ("otelmw-traced", "otelmw-callbackspans")}
+           if _parse(c)[0] in ("otelmw-traced", "otelmw-callbackspans")}
     bad = {c: v for c, v in spc.items() if abs(v - (1 + int(c.rsplit("/", 1)[1]))) > 0.01}
     print(f"\nSpans exported per traced call match 1 + layers: {h.fmt(not bad)}"
           + (f" (dropped/extra: {bad})" if bad else ""))
