@@ -97,7 +97,9 @@ class LLMCalls:
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if reg.llm_active else request
         kw = call.as_kwargs()
-        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
+        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
+        # itself when no hook payload will be built from it.
+        mkw = dict(kw) if hooked else kw
         effective = original
         if mw[c.LLM_REQUEST]:
             effective = run_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
@@ -183,7 +185,9 @@ class LLMCalls:
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if reg.llm_active else request
         kw = call.as_kwargs()
-        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
+        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
+        # itself when no hook payload will be built from it.
+        mkw = dict(kw) if hooked else kw
         effective = original
         if mw[c.LLM_REQUEST]:
             effective = await arun_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,

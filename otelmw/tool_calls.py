@@ -207,7 +207,10 @@ class ToolCalls:
             if raise_errors:
                 raise
             return model_result
-        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
+        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
+        # itself when no hook payload will be built from it.
+        mkw = dict(kw) if (every or hk[c.PRE_TOOL_CALL] or hk[c.POST_TOOL_CALL]
+                           or hk[c.TRANSFORM_TOOL_RESULT]) else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = run_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST], call,
@@ -299,7 +302,10 @@ class ToolCalls:
             if raise_errors:
                 raise
             return model_result
-        mkw = dict(kw)  # middleware kwargs, shared by both stages (callees get copies)
+        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
+        # itself when no hook payload will be built from it.
+        mkw = dict(kw) if (every or hk[c.PRE_TOOL_CALL] or hk[c.POST_TOOL_CALL]
+                           or hk[c.TRANSFORM_TOOL_RESULT]) else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = await arun_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST],

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from opentelemetry.context import _RUNTIME_CONTEXT
 from opentelemetry.trace import SpanKind
 
 from ..contract import CallInfo
-from ..observe import FAILED, REWRITTEN
+from ..observe import FAILED, REWRITTEN, UNCHANGED
 from ..registry import Layer
 from . import attributes as a
-from .context import safe_detach
 from .observer_core import (
     ObserverCore,
     _attach,
@@ -28,6 +28,7 @@ from .values import MAX_STR
 from .values import clean_str as _c
 
 _INTERNAL = SpanKind.INTERNAL
+_detach = _RUNTIME_CONTEXT.detach
 ENV_MIDDLEWARE_METRICS = "OTELMW_MIDDLEWARE_METRICS"
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
@@ -90,28 +91,38 @@ class LayerSpans(ObserverCore):
 
     rewrite_started = wrapper_started = layer_started
 
-    def _end_layer(self, token: Any, outcome: str, error: BaseException | None,
-                   extra: dict[str, Any] | None) -> None:
-        span, ctx_token, start, info = token
-        safe_detach(ctx_token)
-        if extra:
-            extra[a.OTELMW_MIDDLEWARE_OUTCOME] = outcome
-            span.set_attributes(extra)  # a span that is not recording ignores these
-        else:
+    def layer_finished(self, call: CallInfo, token: Any, outcome: str,
+                       error: BaseException | None) -> None:
+        """``wrapper_finished`` (and the end of every rewrite span): flat, like
+        ``layer_started`` — it runs per layer per call."""
+        if token is None:
+            return
+        try:
+            span, ctx_token, start, info = token
+            try:  # as context.safe_detach, without the call
+                _detach(ctx_token)
+            except Exception:
+                pass
             span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
-        if error is not None:
-            mark_exception(span, error)
-        span.end()
-        if self.layer_metrics:
-            self.inst.middleware_duration.record(
-                _perf_counter() - start,
-                info[4].get(outcome) or self._metric_attrs(info, outcome))
+            if error is not None:
+                mark_exception(span, error)
+            span.end()
+            if self.layer_metrics:
+                self.inst.middleware_duration.record(
+                    _perf_counter() - start,
+                    info[4].get(outcome) or self._metric_attrs(info, outcome))
+        except Exception as exc:
+            self._internal_failure("layer_finished", exc)
+
+    wrapper_finished = layer_finished
 
     def rewrite_finished(self, call: CallInfo, token: Any, outcome: str,
                          changed_keys: list[str], source: str | None, reason: str | None,
                          error: BaseException | None) -> None:
         if token is None:
             return
+        if outcome == UNCHANGED:  # the usual case: nothing but the outcome
+            return self.layer_finished(call, token, outcome, error)
         try:
             extra: dict[str, Any] | None = None
             if outcome == REWRITTEN:
@@ -126,15 +137,8 @@ class LayerSpans(ObserverCore):
                                            a.OTELMW_MIDDLEWARE_KIND: token[3][0].kind})
             elif outcome == FAILED and error is None:
                 extra = {a.ERROR_TYPE: "bad_return_shape"}
-            self._end_layer(token, outcome, error, extra)
+            if extra:
+                token[0].set_attributes(extra)  # a span that is not recording ignores these
         except Exception as exc:
             self._internal_failure("rewrite_finished", exc)
-
-    def wrapper_finished(self, call: CallInfo, token: Any, outcome: str,
-                         error: BaseException | None) -> None:
-        if token is None:
-            return
-        try:
-            self._end_layer(token, outcome, error, None)
-        except Exception as exc:
-            self._internal_failure("wrapper_finished", exc)
+        self.layer_finished(call, token, outcome, error)
