@@ -59,9 +59,7 @@ class HookEvents(ObserverCore):
             a.OTELMW_SCHEMA_MIDDLEWARE: msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
             a.OTELMW_HOOK_FAILURES: failures,
         }
-        attrs.update(self._ids(call))
-        if call.api_request_id:
-            attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
+        self._ids(call, attrs)
         if call.operation == "chat":
             if call.model:
                 attrs[a.GEN_AI_REQUEST_MODEL] = _c(call.model)

@@ -167,10 +167,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
         name, attrs, metric_attrs = base[0], dict(base[1]), dict(base[2])
         # The cheap ids go in with start_span (one attribute set instead of two);
         # only content, the costly part, waits for is_recording().
-        if call.session_id or call.turn_id or call.task_id:
-            attrs.update(self._ids(call))
-        if call.api_request_id:
-            attrs[a.OTELMW_API_REQUEST_ID] = _c(call.api_request_id)
+        self._ids(call, attrs)
         if type(request) is dict:
             for key, attr in _REQUEST_PARAMS:
                 v = request.get(key)
@@ -190,11 +187,9 @@ class TelemetryObserver(LayerSpans, HookEvents):
                                  a.GEN_AI_TOOL_NAME: tool}
         span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
         if span.is_recording():
-            extra = self._ids(call)
-            extra[a.GEN_AI_TOOL_TYPE] = "function"
+            extra = self._ids(call, {a.GEN_AI_TOOL_TYPE: "function"})
             put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
-                                (a.OTELMW_RUNTIME_ID, call.runtime_id),
-                                (a.OTELMW_API_REQUEST_ID, call.api_request_id)))
+                                (a.OTELMW_RUNTIME_ID, call.runtime_id)))
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)

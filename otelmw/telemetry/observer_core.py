@@ -87,7 +87,10 @@ class ObserverCore:
                                  f"telemetry error: {describe(exc)}", exc)
 
     @staticmethod
-    def _ids(call: CallInfo) -> dict[str, Any]:
-        return put_present({}, ((a.GEN_AI_CONVERSATION_ID, call.session_id),
-                                (a.OTELMW_TURN_ID, call.turn_id),
-                                (a.OTELMW_TASK_ID, call.task_id)))
+    def _ids(call: CallInfo, out: dict[str, Any]) -> dict[str, Any]:
+        """The call's ids that are set (conversation, turn, task, API request),
+        cleaned, added to ``out``: every span and hook record of a call carries them."""
+        return put_present(out, ((a.GEN_AI_CONVERSATION_ID, call.session_id),
+                                 (a.OTELMW_TURN_ID, call.turn_id),
+                                 (a.OTELMW_TASK_ID, call.task_id),
+                                 (a.OTELMW_API_REQUEST_ID, call.api_request_id)))
