@@ -198,6 +198,8 @@ class ToolCalls:
         reg, obs, failures = self.registry, self.observer, self.failures
         mw, hk = reg.tables()
         every = all_hook_events(obs)  # hook events wanted even without callbacks
+        pre_hooked = every or bool(hk[c.PRE_TOOL_CALL])
+        post_hooked = every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT])
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
@@ -209,14 +211,13 @@ class ToolCalls:
             return model_result
         # Middleware kwargs, shared by both stages (callees get copies); ``kw``
         # itself when no hook payload will be built from it.
-        mkw = dict(kw) if (every or hk[c.PRE_TOOL_CALL] or hk[c.POST_TOOL_CALL]
-                           or hk[c.TRANSFORM_TOOL_RESULT]) else kw
+        mkw = dict(kw) if pre_hooked or post_hooked else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = run_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST], call,
                                      original, original, mkw, obs, failures)
         blocked = None
-        if hk[c.PRE_TOOL_CALL] or every:
+        if pre_hooked:
             blocked = block_directive(fire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 self._pre_payload(call, kw, effective), obs, failures))
@@ -240,7 +241,7 @@ class ToolCalls:
             normalized, status = self._outcome(call, raw, error, elapsed[0])
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
-        if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:
+        if post_hooked:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
             fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                        failures)
@@ -292,6 +293,8 @@ class ToolCalls:
         reg, obs, failures = self.registry, self.observer, self.failures
         mw, hk = reg.tables()
         every = all_hook_events(obs)  # hook events wanted even without callbacks
+        pre_hooked = every or bool(hk[c.PRE_TOOL_CALL])
+        post_hooked = every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT])
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
@@ -304,14 +307,13 @@ class ToolCalls:
             return model_result
         # Middleware kwargs, shared by both stages (callees get copies); ``kw``
         # itself when no hook payload will be built from it.
-        mkw = dict(kw) if (every or hk[c.PRE_TOOL_CALL] or hk[c.POST_TOOL_CALL]
-                           or hk[c.TRANSFORM_TOOL_RESULT]) else kw
+        mkw = dict(kw) if pre_hooked or post_hooked else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = await arun_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST],
                                             call, original, original, mkw, obs, failures)
         blocked = None
-        if hk[c.PRE_TOOL_CALL] or every:
+        if pre_hooked:
             blocked = block_directive(await afire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 self._pre_payload(call, kw, effective), obs, failures))
@@ -335,7 +337,7 @@ class ToolCalls:
             normalized, status = self._outcome(call, raw, error, elapsed[0])
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
-        if hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT] or every:
+        if post_hooked:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
             await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                               failures)
