@@ -74,12 +74,15 @@ class TelemetryHarness:
         """OpenTelemetry's warnings so far (double ends, failed detaches, ...)."""
         return [r.getMessage() for r in self.sdk_warnings]
 
+    def internal_failures(self) -> dict[tuple[str, str], int]:
+        """Telemetry-internal failures counted so far, by (kind, call site)."""
+        return {(k[1], k[2]): v for k, v in self.pipeline.failures.counts.items()
+                if k[0] == "instrumentation"}
+
     def assert_clean(self) -> None:
         """No telemetry-internal failure and no OpenTelemetry warning happened."""
         assert self.complaints == [], self.complaints
-        internal = {k: v for k, v in self.pipeline.failures.counts.items()
-                    if k[0] == "instrumentation"}
-        assert internal == {}, internal
+        assert self.internal_failures() == {}, self.internal_failures()
 
     def close(self) -> None:
         logging.getLogger("opentelemetry").removeHandler(self._handler)

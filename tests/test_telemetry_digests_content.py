@@ -495,8 +495,14 @@ def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
 
 
 def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
+    from otelmw.telemetry import digests
+
     cap = 4096
     tree = {1: "a" * 3000, "b": "c" * 3000}  # non-str keys: the walk counts the rest
-    d1, size = digest(tree, max_bytes=cap)
-    assert d1.startswith("sha256-prefix:") and size == -1
-    assert digest(dict(reversed(list(tree.items()))), max_bytes=cap)[0] == d1
+    # unsortable keys (int and str): converted first ("1"), then sorted as strings
+    full = canonical_json({"1": "a" * 3000, "b": "c" * 3000})
+    expected = ("sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1)
+    assert digest(tree, max_bytes=cap) == expected
+    assert digest(dict(reversed(list(tree.items()))), max_bytes=cap) == expected
+    # the walk itself must find it over the cap (not leave it to a whole encode)
+    assert digests._fits(tree, cap) == digests._TOO_BIG

@@ -30,10 +30,21 @@ from otelmw.telemetry import digests
 from otelmw.telemetry.digests import digest
 
 
-def canonical(value: Any) -> tuple[str, int]:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+def documented_default(value: Any) -> Any:
+    """The documented form of what JSON has no type for (bytes; other objects: their
+    type tag), written from docs/telemetry.md, not from otelmw's code."""
+    if isinstance(value, bytes):
+        return "base64:" + base64.b64encode(value).decode()
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def documented(value: Any, cap: int = 1 << 40) -> tuple[str, int]:
+    """The documented digest of a JSON tree (under a cap), from json.dumps alone."""
+    full = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=documented_default).encode("utf-8", "surrogatepass")
+    if len(full) <= cap:
+        return "sha256:" + hashlib.sha256(full).hexdigest(), len(full)
+    return "sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1
 
 
 class Spy:
@@ -70,7 +81,7 @@ def rows(n: int) -> dict[str, Any]:
     ("tuple", "as", "array"),
 ])
 def test_plain_trees_take_orjson_and_match_the_documented_bytes(spy: Spy, value: Any) -> None:
-    assert digest(value) == canonical(value)
+    assert digest(value) == documented(value)
     assert spy.calls == 1
 
 
@@ -81,7 +92,7 @@ def test_plain_trees_take_orjson_and_match_the_documented_bytes(spy: Spy, value:
 ])
 def test_trees_orjson_would_write_differently_use_json(spy: Spy, value: Any) -> None:
     # exponent floats (orjson: 1e16, json: 1e+16), NaN/inf (orjson: null), bytes, int keys
-    assert digest(value) == documented(value, 1 << 40)
+    assert digest(value) == documented(value)
     assert spy.calls == 0
 
 
@@ -110,8 +121,8 @@ def test_objects_orjson_knows_get_the_documented_form(spy: Spy, leaf: Any) -> No
     # orjson would write enums, dataclasses, datetimes and UUIDs natively; the
     # documented form tags them (or writes them as json does) — never orjson's.
     value = {"leaf": leaf, "n": 1}
-    assert digest(value) == documented(value, 1 << 40)
-    assert digest([leaf]) == documented([leaf], 1 << 40)
+    assert digest(value) == documented(value)
+    assert digest([leaf]) == documented([leaf])
     assert spy.calls == 0  # the walks kept them away from orjson
 
 
@@ -119,13 +130,13 @@ def test_orjson_refusals_fall_back_to_json(spy: Spy) -> None:
     # plain by the walk, refused by orjson: a lone surrogate, an int beyond 64 bits,
     # depth beyond orjson's 254
     lone = {"s": "a\udc80b"}
-    assert digest(lone) == canonical(lone)
+    assert digest(lone) == documented(lone)
     big = {"n": 2**70, "m": [-(2**65)]}
-    assert digest(big) == canonical(big)
+    assert digest(big) == documented(big)
     deep: Any = "leaf"
     for _ in range(300):
         deep = [deep]
-    assert digest(deep) == canonical(deep)
+    assert digest(deep) == documented(deep)
     assert spy.calls >= 1  # orjson was tried on at least one of them
 
 
@@ -142,13 +153,13 @@ json_trees = containers(st.recursive(json_leaves, containers, max_leaves=25))
 @settings(max_examples=400, deadline=None)
 @given(json_trees)
 def test_any_json_tree_digests_to_the_documented_bytes(value: Any) -> None:
-    assert digest(value) == canonical(value)
+    assert digest(value) == documented(value)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_in_a_tree_digests_to_the_documented_bytes(x: float) -> None:
-    assert digest({"x": x, "row": [x, -x]}) == canonical({"x": x, "row": [x, -x]})
+    assert digest({"x": x, "row": [x, -x]}) == documented({"x": x, "row": [x, -x]})
 
 
 SAMPLES = ("rows(5)", "{'x': 1e16, 'y': float('nan')}", "[1, 'two', 3.5, None, True]",
@@ -188,24 +199,6 @@ def test_probe_turns_the_fast_path_off_for_an_orjson_that_writes_floats_otherwis
     assert not digests._probe_fast_path()
 
 
-# ------------------------------------------------- big trees: encoded piece by piece
-def documented_default(value: Any) -> Any:
-    """The documented form of what JSON has no type for (bytes; other objects: their
-    type tag), written from docs/telemetry.md, not from otelmw's code."""
-    if isinstance(value, bytes):
-        return "base64:" + base64.b64encode(value).decode()
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
-
-
-def documented(value: Any, cap: int) -> tuple[str, int]:
-    """The documented digest of a JSON tree under a cap, from json.dumps alone."""
-    full = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=documented_default).encode("utf-8", "surrogatepass")
-    if len(full) <= cap:
-        return "sha256:" + hashlib.sha256(full).hexdigest(), len(full)
-    return "sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1
-
-
 def keyed_containers(kids: Any) -> Any:
     return containers(kids) | st.dictionaries(st.integers(-99, 99), kids, max_size=4)
 
@@ -237,7 +230,7 @@ def long_trees() -> list[Any]:
 @pytest.mark.parametrize("tree", range(len(long_trees())))
 def test_long_trees_cut_anywhere_digest_to_the_documented_prefix(tree: int) -> None:
     value = long_trees()[tree]
-    full_size = documented(value, 1 << 40)[1]
+    full_size = documented(value)[1]
     for cap in (1, 63, 64, 65, 1000, 4097, full_size // 2 + 7, full_size - 1, full_size,
                 full_size + 1):
         assert digest(value, max_bytes=cap) == documented(value, cap), cap

@@ -58,11 +58,6 @@ class BrokenHistogram:
         raise RuntimeError("metrics pipeline is broken")
 
 
-def internal(h: TelemetryHarness) -> dict[str, int]:
-    """Telemetry-internal failures by call site."""
-    return {k[2]: v for k, v in h.pipeline.failures.counts.items() if k[0] == "instrumentation"}
-
-
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_broken_layer_metric_loses_no_span(h: TelemetryHarness, mode: str, op: str) -> None:
@@ -76,7 +71,7 @@ def test_broken_layer_metric_loses_no_span(h: TelemetryHarness, mode: str, op: s
     assert result == response_for(op)
     assert base.received == [{**payload_for(op), "k0": 0}]
     assert broken.calls == 4  # every layer tried to record
-    assert internal(h) == {"layer_finished": 4}
+    assert h.internal_failures() == {("telemetry", "layer_finished"): 4}
     # Every layer span ended, with its outcome, in the right place of the tree.
     top = h.one(op_span_name(op))
     rewrites = [h.one(rw_name(op, i)) for i in range(2)]
@@ -111,7 +106,7 @@ def test_rewrite_attributes_failure_still_ends_the_rewrite_span(
 
     assert result == response_for(op)
     assert base.received == [{**payload_for(op), "k0": 0}]  # the rewrite still applied
-    assert internal(h) == {"rewrite_finished": 1}
+    assert h.internal_failures() == {("telemetry", "rewrite_finished"): 1}
     top = h.one(op_span_name(op))
     rewrite = h.one(rw_name(op, 0))  # ended and exported despite the fault
     assert is_child(rewrite, top)
