@@ -8,6 +8,7 @@ Middleware-shape tests run for LLM and tool calls on the sync and async paths.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import itertools
 import json
@@ -1024,3 +1025,53 @@ def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(ValueError, match="OTELMW_MIDDLEWARE_METRICS='of'"):
         TelemetryObserver()
     assert middleware_metrics_on(True) is True  # an explicit argument wins over the env
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("mode", MODES)
+def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garbage(
+        mode: str, op: str) -> None:
+    """A traced call (rewrite + wrapper spans, hook events as log records, metrics)
+    frees everything it made when it returns: cyclic garbage would hold the
+    call's payloads until a GC pass and make every later collection dearer."""
+    harness = TelemetryHarness(hook_events="all")
+    loop = asyncio.new_event_loop()
+    try:
+        add_rewriters(harness, mode, op, ["rewrite", "none"])
+        add_wrappers(harness, mode, op, ["pass", "pass"])
+        base = Base(harness, op, mode, span=False)
+
+        def one_call() -> Any:
+            execute = base()
+            if op == "llm":
+                call = (harness.pipeline.run_llm if mode == "sync"
+                        else harness.pipeline.arun_llm)(payload_for(op), execute,
+                                                        provider="openai", model=MODEL)
+            else:
+                call = (harness.pipeline.run_tool if mode == "sync"
+                        else harness.pipeline.arun_tool)(TOOL, payload_for(op), execute,
+                                                         tool_call_id="call-1")
+            return call if mode == "sync" else loop.run_until_complete(call)
+
+        for _ in range(5):
+            one_call()
+        enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(50):
+                one_call()
+            unreachable = gc.collect()
+        finally:
+            if enabled:
+                gc.enable()
+        layer_spans = [s for s in harness.spans() if s.name.startswith((
+            REQUEST_KIND[op], EXEC_KIND[op]))]
+        assert len(layer_spans) == 4 * 55  # the calls really ran traced
+        assert len(base.received) == 55
+        assert harness.logs(), "hook events were emitted"
+        assert unreachable < 20, f"{unreachable} unreachable objects after 50 traced calls"
+    finally:
+        loop.close()
+        harness.close()
+    harness.assert_clean()
