@@ -85,21 +85,20 @@ def _fail(
 
 
 class RewriteStep:
-    """Shared per-callback bookkeeping for the sync and async rewrite stages."""
+    """Bookkeeping of a request stage once a callback returned something or raised
+    (shared by the sync and async stages); the usual all-``None`` stage never
+    builds one."""
 
     __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
 
-    def __init__(self, kind: str, call: CallInfo, current: Any, original: Any,
-                 base_kw: dict[str, Any], obs: PipelineObserver | None,
+    def __init__(self, kind: str, key: str, call: CallInfo, current: Any,
+                 kw: dict[str, Any], obs: PipelineObserver | None,
                  failures: FailureLog) -> None:
-        self.kind, self.call, self.current, self.obs, self.failures = (
-            kind, call, current, obs, failures)
-        self.key = PAYLOAD_KEY[kind]
-        self.kw = base_kw
-        self.kw[ORIGINAL_KEY[self.key]] = original
+        self.kind, self.key, self.call, self.current, self.kw, self.obs, self.failures = (
+            kind, key, call, current, kw, obs, failures)
 
     def finish(self, layer: Layer, token: Any, ret: Any, exc: BaseException | None) -> None:
-        outcome, keys, source, reason = o.UNCHANGED, [], None, None
+        outcome, keys, source, reason = o.UNCHANGED, _NO_KEYS, None, None
         if exc is not None:
             outcome = o.FAILED
             _fail(self.failures, layer, "raise", exc, "request middleware raised", self.kw)
@@ -113,7 +112,7 @@ class RewriteStep:
                 keys = changed_keys(self.current, new)
                 source = ret.get("source") if isinstance(ret.get("source"), str) else None
                 reason = ret.get("reason") if isinstance(ret.get("reason"), str) else None
-                self.current = new
+                self.current = self.kw[self.key] = new
                 outcome = o.REWRITTEN
                 self.call.middleware_trace.append(
                     make_trace_entry(self.kind, layer.name, layer.plugin, source, reason))
@@ -125,47 +124,57 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
                  original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
                  failures: FailureLog) -> Any:
     """Apply request middleware; returns the effective (frozen) payload."""
-    step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
-    kw, key = step.kw, step.key
+    key = PAYLOAD_KEY[kind]
+    kw = base_kw
+    kw[ORIGINAL_KEY[key]] = original
+    kw[key] = payload
+    step: RewriteStep | None = None
     for pos, layer in enumerate(layers):
-        kw[key] = step.current
         token = obs.rewrite_started(call, layer, pos) if obs is not None else None
-        ret: Any = None
         err: BaseException | None = None
         try:
             ret = layer.callback(**kw)
             if ret is not None and inspect.isawaitable(ret):
                 _close_awaitable(ret)
-                ret = None
                 raise AsyncMiddlewareInSyncCallError(
                     "async request middleware cannot run in a synchronous call")
         except Exception as exc:
-            err = exc
-        if ret is not None or err is not None:
-            step.finish(layer, token, ret, err)
-        elif obs is not None:  # unchanged: only the observer needs to hear it
-            obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
-    return step.current
+            ret, err = None, exc
+        if ret is None and err is None:  # unchanged: only the observer needs to hear it
+            if obs is not None:
+                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
+            continue
+        if step is None:
+            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
+        step.finish(layer, token, ret, err)
+    return payload if step is None else step.current
 
 
 async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
                         original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
                         failures: FailureLog) -> Any:
-    step = RewriteStep(kind, call, payload, original, base_kw, obs, failures)
-    kw, key = step.kw, step.key
+    key = PAYLOAD_KEY[kind]
+    kw = base_kw
+    kw[ORIGINAL_KEY[key]] = original
+    kw[key] = payload
+    step: RewriteStep | None = None
     for pos, layer in enumerate(layers):
-        kw[key] = step.current
         token = obs.rewrite_started(call, layer, pos) if obs is not None else None
-        ret: Any = None
         err: BaseException | None = None
         try:
             ret = layer.callback(**kw)
             if inspect.isawaitable(ret):
                 ret = await ret
         except Exception as exc:
-            err = exc
+            ret, err = None, exc
+        if ret is None and err is None:
+            if obs is not None:
+                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
+            continue
+        if step is None:
+            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
         step.finish(layer, token, ret, err)
-    return step.current
+    return payload if step is None else step.current
 
 
 # Per-frame state of next_call: 0 not called, 1 running, 2 returned, 3 raised.
