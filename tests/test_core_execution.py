@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import gc
 import logging
 from collections.abc import Callable, Generator
 from typing import Any
@@ -28,6 +27,7 @@ from _core_helpers import (
     invoke,
     named,
 )
+from _support.garbage import cyclic_garbage
 
 from otelmw import NextCallAfterReturnError, NextCallReusedError, Pipeline, PluginManager
 
@@ -270,31 +270,23 @@ def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
         add_exec(p, kind, mode, name, recorder([], name))
     base = Base()
     loop = asyncio.new_event_loop()
+    results: list[Any] = []
 
-    def one_call() -> Any:
+    def one_call() -> None:
         payload = host_payload()
         if mode == "sync":
-            return (p.run_llm(payload, base, provider="prov") if kind == "llm"
-                    else p.run_tool("tool_x", payload, base, tool_call_id="c"))
+            results.append(p.run_llm(payload, base, provider="prov") if kind == "llm"
+                           else p.run_tool("tool_x", payload, base, tool_call_id="c"))
+            return
         coro = (p.arun_llm(payload, base, provider="prov") if kind == "llm"
                 else p.arun_tool("tool_x", payload, base, tool_call_id="c"))
-        return loop.run_until_complete(coro)
+        results.append(loop.run_until_complete(coro))
 
     try:
-        for _ in range(5):
-            one_call()
-        enabled = gc.isenabled()
-        gc.collect()
-        gc.disable()
-        try:
-            results = [one_call() for _ in range(100)]
-            unreachable = gc.collect()
-        finally:
-            if enabled:
-                gc.enable()
+        unreachable = cyclic_garbage(one_call, 100)
     finally:
         loop.close()
-    assert len(base.calls) == 105 and results[-1] is not None
+    assert len(base.calls) == 105 and results == ["base-result"] * 105
     # A little slack for another thread's garbage; one call's cycle alone was ~30.
     assert unreachable < 20, f"{unreachable} unreachable objects after 100 calls"
 

@@ -8,7 +8,6 @@ Middleware-shape tests run for LLM and tool calls on the sync and async paths.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import itertools
 import json
@@ -16,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _support.garbage import cyclic_garbage
 from _telemetry_fixtures import (
     EXEC_KIND,
     MODEL,
@@ -1053,18 +1053,7 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
                                                          tool_call_id="call-1")
             return call if mode == "sync" else loop.run_until_complete(call)
 
-        for _ in range(5):
-            one_call()
-        enabled = gc.isenabled()
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(50):
-                one_call()
-            unreachable = gc.collect()
-        finally:
-            if enabled:
-                gc.enable()
+        unreachable = cyclic_garbage(one_call, 50)
         layer_spans = [s for s in harness.spans() if s.name.startswith((
             REQUEST_KIND[op], EXEC_KIND[op]))]
         assert len(layer_spans) == 4 * 55  # the calls really ran traced
