@@ -4,7 +4,7 @@ The core (contract, chain, results, hooks, plugins, pipeline) imports nothing
 from OpenTelemetry; ``otelmw.telemetry`` observes it through ``PipelineObserver``.
 """
 
-from .chain import NextCallAfterReturnError, NextCallReusedError
+from .chain import NextCallReusedError
 from .contract import (
     HOOK_NAMES,
     LLM_EXECUTION,
@@ -46,7 +46,6 @@ __all__ = [
     "ListMemoryAdapter",
     "MemoryAdapter",
     "MiddlewareContext",
-    "NextCallAfterReturnError",
     "NextCallReusedError",
     "NormalizedToolResult",
     "PassThroughMiddleware",

@@ -10,8 +10,6 @@ Rules (from the plugin-middleware contract, tightened):
   single-use ``next_call``. Raising before ``next_call`` skips the layer;
   raising after it returned keeps the downstream result; a downstream failure
   propagates as the original exception object; not calling it short-circuits.
-  A ``next_call`` kept and called after its call returned raises
-  ``NextCallAfterReturnError`` (the call, its spans and its result are over).
 * Every failure is fail-open, counted and warned once (``FailureLog``).
 """
 
@@ -34,16 +32,6 @@ _NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
 
 class NextCallReusedError(RuntimeError):
     """Raised inside a middleware that calls ``next_call`` a second time."""
-
-
-class NextCallAfterReturnError(RuntimeError):
-    """Raised by a ``next_call`` kept and called after its call has finished."""
-
-
-def _chain_finished(i: Any = None, p: Any = None) -> Any:  # as call_at and terminal
-    raise NextCallAfterReturnError(
-        "next_call() was called after its call had finished; execution middleware "
-        "must call it while the chain runs")
 
 
 class AsyncMiddlewareInSyncCallError(TypeError):
@@ -220,7 +208,10 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
     # at call time, so inner layers rebinding these keys is harmless.
     kw = base_kw
 
-    def call_at(i: int, p: Any) -> Any:
+    # ``call_at`` gets itself as ``at`` instead of through its own closure cell: a
+    # self-referencing closure would make every call's kwargs, payloads and
+    # closures cyclic garbage, held until the collector's next pass.
+    def call_at(i: int, p: Any, at: Any) -> Any:
         if i >= n:
             return terminal(p)
         layer = layers[i]
@@ -237,7 +228,7 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
             state = _RUNNING
             try:
                 np = p if next_payload is None else next_payload
-                r = terminal(np) if i + 1 == n else call_at(i + 1, np)
+                r = terminal(np) if i + 1 == n else at(i + 1, np, at)
             except BaseException as e:
                 state, error = _RAISED, e
                 raise
@@ -271,17 +262,15 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
             raise error  # type: ignore[misc]  # the downstream failure, not the reuse
         if outcome == o.FAILED_AFTER_NEXT:
             return result
-        return call_at(i + 1, p)  # FAILED_BEFORE_NEXT: skip this layer
+        return at(i + 1, p, at)  # FAILED_BEFORE_NEXT: skip this layer
 
     try:
-        return call_at(0, payload)
+        return call_at(0, payload, call_at)
     finally:
-        # ``call_at`` refers to itself, and through its cells to ``kw`` and the
-        # payloads: left bound, every call would end as ~30 objects of cyclic
-        # garbage (payloads included) held until the next GC pass. Rebound, the
-        # call's objects are freed here, and a ``next_call`` kept beyond the
-        # call raises instead of running the base call outside it.
-        call_at = terminal = _chain_finished
+        # The last ``next_call`` set here is the only way back from ``kw`` to
+        # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
+        # middleware kept still works (it holds what it needs).
+        kw.pop("next_call", None)
 
 
 async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
@@ -291,7 +280,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
     awaitable (a sync callback may simply return it)."""
     n = len(layers)
 
-    async def call_at(i: int, p: Any) -> Any:
+    async def call_at(i: int, p: Any, at: Any) -> Any:  # ``at``: as in run_execution
         if i >= n:
             r = terminal(p)
             if inspect.isawaitable(r):
@@ -302,7 +291,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
 
         async def run_next(np: Any) -> Any:
             try:
-                r = await call_at(i + 1, np)
+                r = await at(i + 1, np, at)
             except BaseException as e:
                 frame.state, frame.error = _RAISED, e
                 raise
@@ -349,7 +338,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
         if outcome == o.FAILED_AFTER_NEXT:
             return frame.result
         if outcome == o.FAILED_BEFORE_NEXT:
-            return await call_at(i + 1, p)
+            return await at(i + 1, p, at)
         if frame.state == _RUNNING and inspect.getcoroutinestate(
                 frame.pending) == inspect.CORO_CREATED:
             frame.pending.close()  # discarded without awaiting: treat as short-circuit
@@ -360,6 +349,6 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
         return result
 
     try:
-        return await call_at(0, payload)
+        return await call_at(0, payload, call_at)
     finally:
-        call_at = terminal = _chain_finished  # as in run_execution: no cyclic garbage
+        base_kw.pop("next_call", None)  # as in run_execution: nothing left cyclic
