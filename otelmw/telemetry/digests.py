@@ -140,8 +140,8 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
             if shape == _PLAIN:
                 try:
                     data = _orjson.dumps(value, None, _ORJSON_OPTS)
-                except Exception:  # big ints, lone surrogates: the general path
-                    pass
+                except Exception:  # big ints, lone surrogates: json's turn, not orjson's again
+                    shape = _JSON
                 else:
                     if len(data) <= limit:
                         return "sha256:" + _sha256(data).hexdigest(), len(data)
