@@ -22,7 +22,7 @@ from _telemetry_fixtures import (
     all_exported_text,
 )
 
-from otelmw.telemetry import ContentPolicy, default_redactor, digest, set_redactor
+from otelmw.telemetry import ContentPolicy, default_redactor, digest, digests, set_redactor
 from otelmw.telemetry.content import (
     EVENT_ONLY,
     NO_CONTENT,
@@ -482,8 +482,6 @@ def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
 
     cap = 4096
     rows = collections.OrderedDict((f"k{i}", "value-" * 8) for i in range(500))
-    from otelmw.telemetry import digests
-
     for tree in ({"data": rows}, {"data": Rows(["value-" * 8] * 500)}):
         full = canonical_json(tree)
         assert len(full) > cap
@@ -495,8 +493,6 @@ def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
 
 
 def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
-    from otelmw.telemetry import digests
-
     cap = 4096
     tree = {1: "a" * 3000, "b": "c" * 3000}  # non-str keys: the walk counts the rest
     # unsortable keys (int and str): converted first ("1"), then sorted as strings
