@@ -20,6 +20,12 @@ from opentelemetry.context import _RUNTIME_CONTEXT
 
 T = TypeVar("T")
 
+# The runtime context's own detach: unlike ``opentelemetry.context.detach`` it
+# raises instead of logging an error when the token belongs to another context.
+# Bound once here, the one place otelmw reaches for OpenTelemetry's private API;
+# per-layer code calls it inline (``layer_spans``) to save ``safe_detach``'s call.
+raw_detach = _RUNTIME_CONTEXT.detach
+
 
 def safe_detach(token: object) -> None:
     """Detach without raising or logging when the token belongs to another
@@ -27,7 +33,7 @@ def safe_detach(token: object) -> None:
     if token is None:
         return
     try:
-        _RUNTIME_CONTEXT.detach(token)  # type: ignore[arg-type]
+        raw_detach(token)  # type: ignore[arg-type]
     except Exception:
         pass
 

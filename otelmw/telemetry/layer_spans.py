@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from opentelemetry.context import _RUNTIME_CONTEXT
 from opentelemetry.trace import SpanKind
 
 from ..contract import CallInfo
 from ..observe import FAILED, REWRITTEN, UNCHANGED
 from ..registry import Layer
 from . import attributes as a
+from .context import raw_detach as _detach
 from .observer_core import (
     ObserverCore,
     _attach,
@@ -28,7 +28,6 @@ from .values import MAX_STR
 from .values import clean_str as _c
 
 _INTERNAL = SpanKind.INTERNAL
-_detach = _RUNTIME_CONTEXT.detach
 ENV_MIDDLEWARE_METRICS = "OTELMW_MIDDLEWARE_METRICS"
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
