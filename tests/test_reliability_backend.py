@@ -281,13 +281,15 @@ def test_agent_never_stalls_on_backend_faults(tmp_path: Path, rx: OtlpReceiver, 
            spans=s["turns"] * SPANS_PER_TURN)
     # The agent saw no error (the child asserts every result) and no telemetry failure.
     assert s["failures"] == 0
-    # No stall: per-turn CPU and wall stay within a small factor of the no-backend
-    # baseline (the rest is the exporter thread's encoding competing for the GIL in
-    # this unpaced loop), and the worst turn is far below anything export-bound: the
-    # exporter's 10 s timeout, the 1-8 s retry backoffs, the 1.5 s slow answer.
+    # No stall: per-turn CPU stays within a small factor of the no-backend baseline (the
+    # rest is the exporter thread's encoding competing for the GIL in this unpaced loop).
+    # Wall time is judged against what an export-bound turn would take (the exporter's
+    # 10 s timeout, the 1-8 s retry backoffs, the 1.5 s slow answer), not against the
+    # baseline: the baseline ran at another moment and this machine is shared, so a wall
+    # ratio would measure the neighbours, not otelmw.
     assert load["cpu_mean_ms"] <= 3 * base["cpu_mean_ms"] + 0.5, (load, base)
-    assert load["wall_mean_ms"] <= 4 * base["wall_mean_ms"] + 1.0, (load, base)
-    assert load["wall_p99_ms"] <= 10 * base["wall_p99_ms"] + 25, (load, base)
+    assert load["wall_mean_ms"] <= 4 * base["wall_mean_ms"] + 25, (load, base)
+    assert load["wall_p99_ms"] <= 10 * base["wall_p99_ms"] + 250, (load, base)
     assert load["wall_max_ms"] <= 1000, load
     # Exit (flush at atexit) is bounded by OTELMW_SHUTDOWN_TIMEOUT (3 s here) + slack.
     assert run.exit_s <= 3 + 2.0, run.exit_s
