@@ -186,13 +186,34 @@ def normalize_result(
                         f"normalizer raised: {describe(exc)}", exc)
     else:
         if isinstance(out, NormalizedToolResult):
-            if not out.execution_time_ms:
-                out.execution_time_ms = ctx.execution_time_ms
-            return out
+            try:
+                _settle(out)
+            except Exception as exc:
+                failures.record(NORMALIZE, ctx.runtime_id, type(normalizer).__name__,
+                                f"normalizer returned an unusable NormalizedToolResult: "
+                                f"{describe(exc)}", exc, signature=("unusable",))
+            else:
+                if not out.execution_time_ms:
+                    out.execution_time_ms = ctx.execution_time_ms
+                return out
+            return passthrough_result(result, ctx.execution_time_ms)
         failures.record(NORMALIZE, ctx.runtime_id, type(normalizer).__name__,
                         f"normalizer returned {type(out).__name__}, not NormalizedToolResult",
                         signature=("shape", type(out).__name__))
     return passthrough_result(result, ctx.execution_time_ms)
+
+
+def _settle(out: NormalizedToolResult) -> None:
+    """Make ``success`` a real bool and ``error_message`` a plain ``str`` (or None), so
+    ``model_text()`` and every reader downstream cannot raise; raises when impossible."""
+    if type(out.success) is not bool:
+        out.success = bool(out.success)
+    message = out.error_message
+    if message is not None and type(message) is not str:
+        text = f"{message}"
+        if type(text) is not str:
+            raise TypeError(f"error_message formats as {type(text).__name__}, not str")
+        out.error_message = text
 
 
 def failure_from_exception(exc: BaseException, execution_time_ms: float) -> NormalizedToolResult:

@@ -406,12 +406,47 @@ def _raise_hostile(result: Any, tool_name: str, ctx: MiddlewareContext) -> Any:
     raise HostileStrError()
 
 
+class UnformattableMessage(str):
+    """An ``error_message`` that cannot be formatted into ``"Tool Error: …"``."""
+
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("__format__ raised")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("__bool__ raised")
+
+
+class Undecided:
+    """A ``success`` that cannot be made a bool."""
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("__bool__ raised")
+
+
+class NonStrFormat:
+    def __format__(self, spec: str) -> Any:
+        return 42
+
+
+class UnprintableMessage:
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("__format__ raised")
+
+
 BAD_NORMALIZERS: dict[str, Callable[[Any, str, MiddlewareContext], Any]] = {
     "raises": _raise,
     "raises_exception_with_hostile_str": _raise_hostile,
     "returns_dict": lambda r, t, c: {"content": r, "success": True},
     "returns_none": lambda r, t, c: None,
     "returns_string": lambda r, t, c: "normalized text",
+    "error_message_cannot_be_formatted": lambda r, t, c: NormalizedToolResult(
+        None, success=False, error_message=UnformattableMessage("boom"), raw_result=r),
+    "error_message_object_cannot_be_formatted": lambda r, t, c: NormalizedToolResult(
+        None, success=False, error_message=UnprintableMessage(), raw_result=r),  # type: ignore[arg-type]
+    "success_cannot_be_bool": lambda r, t, c: NormalizedToolResult(
+        r, success=Undecided(), raw_result=r),  # type: ignore[arg-type]
+    "error_message_format_returns_non_str": lambda r, t, c: NormalizedToolResult(
+        None, success=False, error_message=NonStrFormat(), raw_result=r),  # type: ignore[arg-type]
 }
 
 
