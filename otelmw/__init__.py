@@ -23,6 +23,7 @@ from .pipeline import Pipeline, ToolArgumentsError, get_pipeline, parse_argument
 from .plugins import PluginContext, PluginManager, get_plugin_manager, load_plugins
 from .results import (
     MiddlewareContext,
+    MiddlewareRegistry,
     NormalizedToolResult,
     PassThroughMiddleware,
     RuntimeMiddlewareRegistry,
@@ -46,6 +47,7 @@ __all__ = [
     "ListMemoryAdapter",
     "MemoryAdapter",
     "MiddlewareContext",
+    "MiddlewareRegistry",
     "NextCallReusedError",
     "NormalizedToolResult",
     "PassThroughMiddleware",

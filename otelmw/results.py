@@ -73,7 +73,7 @@ def passthrough_result(result: Any, execution_time_ms: float) -> NormalizedToolR
 class PassThroughMiddleware:
     """Wraps the raw result unchanged; used when a runtime has no normalizer."""
 
-    def __init__(self, runtime_id: str = "passthrough") -> None:
+    def __init__(self, runtime_id: str = "praisonai") -> None:
         self._runtime_id = runtime_id
 
     @property
@@ -88,8 +88,8 @@ class PassThroughMiddleware:
 _PASS_THROUGH = PassThroughMiddleware()
 
 
-class RuntimeMiddlewareRegistry:
-    """Thread-safe map of runtime id → normalizer."""
+class MiddlewareRegistry:
+    """Thread-safe map of runtime id → normalizer (PraisonAI's name; validated here)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -148,10 +148,12 @@ class RuntimeMiddlewareRegistry:
             self._by_runtime.clear()
 
 
-_default_registry = RuntimeMiddlewareRegistry()
+RuntimeMiddlewareRegistry = MiddlewareRegistry  # otelmw's earlier name, kept
+
+_default_registry = MiddlewareRegistry()
 
 
-def get_default_middleware_registry() -> RuntimeMiddlewareRegistry:
+def get_default_middleware_registry() -> MiddlewareRegistry:
     return _default_registry
 
 
@@ -169,7 +171,7 @@ def is_bypassed(runtime_id: str | None) -> bool:
 
 
 def normalize_result(
-    registry: RuntimeMiddlewareRegistry,
+    registry: MiddlewareRegistry,
     failures: FailureLog,
     result: Any,
     tool_name: str,

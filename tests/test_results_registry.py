@@ -8,6 +8,7 @@ result middleware), as implemented by ``otelmw.results``.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import random
 import threading
@@ -493,3 +494,93 @@ def test_concurrent_register_get_unregister_is_safe_and_consistent(
     # Re-registering the same object is not a replacement: no warning for it.
     assert [r for r in caplog.records
             if r.name == "otelmw" and r.levelno >= logging.WARNING] == []
+
+
+# ------------------------------------------- the installed PraisonAI module, name by name
+
+_PRAISONAI_MODULES = ("praisonaiagents.runtime.middleware",
+                      "praisonaiagents.runtime.middleware_registry")
+
+
+def _praisonai_public_names() -> dict[str, Any]:
+    """Every public name PraisonAI's two runtime middleware modules define (not imports)."""
+    from _support.components import require_module
+
+    names: dict[str, Any] = {}
+    for module_name in _PRAISONAI_MODULES:
+        module = require_module(module_name)
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and getattr(obj, "__module__", None) == module_name:
+                names[name] = obj
+    return names
+
+
+def _params(fn: Any) -> list[tuple[str, Any, Any]]:
+    sig = inspect.signature(fn)
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+
+def test_results_defines_every_name_of_praisonai_runtime_middleware() -> None:
+    import otelmw.results
+
+    theirs = _praisonai_public_names()
+    assert {"MiddlewareRegistry", "PassThroughMiddleware", "NormalizedToolResult",
+            "MiddlewareContext", "RuntimeToolResultMiddleware", "get_middleware",
+            "register_middleware", "get_default_middleware_registry"} <= set(theirs)
+    missing = sorted(n for n in theirs if not hasattr(otelmw.results, n))
+    assert missing == []
+    import otelmw
+    assert otelmw.MiddlewareRegistry is otelmw.results.MiddlewareRegistry
+
+
+@pytest.mark.parametrize("name", ["MiddlewareRegistry", "PassThroughMiddleware",
+                                  "NormalizedToolResult", "MiddlewareContext",
+                                  "RuntimeToolResultMiddleware", "get_middleware",
+                                  "register_middleware", "get_default_middleware_registry"])
+def test_results_name_has_praisonai_shape(name: str) -> None:
+    import otelmw.results
+
+    theirs = _praisonai_public_names()[name]
+    ours = getattr(otelmw.results, name)
+    if inspect.isfunction(theirs):
+        assert _params(ours) == _params(theirs)
+        return
+    if dataclasses.is_dataclass(theirs):
+        def fields(cls: Any) -> list[tuple[str, Any]]:
+            return [(f.name, f.default if f.default is not dataclasses.MISSING
+                     else type(f.default_factory())  # type: ignore[misc]
+                     if f.default_factory is not dataclasses.MISSING else _NO_DEFAULT)
+                    for f in dataclasses.fields(cls)]
+        assert fields(ours) == fields(theirs)
+    public = [m for m, v in vars(theirs).items()
+              if (not m.startswith("_") or m == "__init__")
+              and (inspect.isfunction(v) or isinstance(v, property))]
+    assert public or dataclasses.is_dataclass(theirs), name
+    for member in public:
+        their_member = inspect.getattr_static(theirs, member)
+        our_member = inspect.getattr_static(ours, member, None)
+        assert our_member is not None, f"{name}.{member} is missing"
+        if isinstance(their_member, property):
+            assert isinstance(our_member, property), f"{name}.{member} is not a property"
+        elif inspect.isfunction(their_member) and not dataclasses.is_dataclass(theirs):
+            assert _params(our_member) == _params(their_member), f"{name}.{member}"
+
+
+def test_passthrough_defaults_are_praisonai_defaults() -> None:
+    theirs = _praisonai_public_names()
+    import otelmw.results as ours
+
+    assert ours.PassThroughMiddleware().runtime_id == theirs["PassThroughMiddleware"]().runtime_id
+    for module in (ours, None):
+        registry = (ours.MiddlewareRegistry() if module is not None
+                    else theirs["MiddlewareRegistry"]())
+        assert registry.get_middleware("never_registered").runtime_id == "praisonai"
+    assert ours.get_middleware("never_registered").runtime_id == \
+        theirs["get_middleware"]("never_registered").runtime_id
+    ctx_ours = ours.MiddlewareContext("t", "r")
+    raw = {"k": [1]}
+    a = ours.PassThroughMiddleware().normalize(raw, "t", ctx_ours)
+    b = theirs["PassThroughMiddleware"]().normalize(raw, "t", theirs["MiddlewareContext"]("t", "r"))
+    for f in ("content", "success", "error_message", "metadata", "raw_result",
+              "execution_time_ms"):
+        assert getattr(a, f) == getattr(b, f), f
