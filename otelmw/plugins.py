@@ -10,12 +10,15 @@ Sources:
 
 A plugin that fails to import or whose ``register`` raises is disabled with a
 clear message while the others load; its partial registrations are discarded.
-Registration validates eagerly: unknown kind or hook name, or a callback that
-is not callable, raises ``ValueError`` naming the plugin.
+Registration validates eagerly: an unknown middleware kind or a callback that is
+not callable raises ``ValueError`` naming the plugin. An unknown hook name (hooks
+only observe) rejects that one registration with a warning naming the plugin, the
+name, a close match and the valid names; the plugin's other registrations load.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
@@ -27,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .contract import HOOK_NAMES
 from .pipeline import Pipeline, get_pipeline
 from .registry import Layer, make_layer, validate_hook, validate_middleware
 
@@ -94,14 +98,31 @@ class PluginContext:
         self.plugin_name = plugin_name
         self.middleware: list[Layer] = []
         self.hooks: list[Layer] = []
+        self.rejected: list[str] = []  # warnings for registrations that were ignored
 
     def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
         validate_middleware(self.plugin_name, kind, callback)
         self.middleware.append(make_layer(kind, callback, self.plugin_name))
 
     def register_hook(self, hook_name: str, callback: Callable[..., Any]) -> None:
+        """An unknown hook name rejects this registration only (warned, kept in
+        ``rejected``), as Hermes does; the plugin's other registrations stand."""
+        if not isinstance(hook_name, str) or hook_name not in HOOK_NAMES:
+            message = unknown_hook_message(self.plugin_name, hook_name)
+            logger.warning("%s", message)
+            self.rejected.append(message)
+            return
         validate_hook(self.plugin_name, hook_name, callback)
         self.hooks.append(make_layer(hook_name, callback, self.plugin_name))
+
+
+def unknown_hook_message(plugin: str, hook_name: Any) -> str:
+    close = (difflib.get_close_matches(hook_name.lower(), sorted(HOOK_NAMES), n=1)
+             if isinstance(hook_name, str) and hook_name else [])
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"otelmw: plugin {plugin!r}: unknown hook name {hook_name!r}{hint}; this "
+            f"registration is ignored, the plugin's others are kept. Valid hook names: "
+            f"{', '.join(sorted(HOOK_NAMES))}")
 
 
 @dataclass
@@ -113,6 +134,7 @@ class PluginStatus:
     error: str | None = None
     middleware: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # registrations ignored, with why
 
 
 def _resolve_register(obj: Any, name: str) -> RegisterFn:
@@ -175,7 +197,8 @@ class PluginManager:
     def _loaded(name: str, source: str, ctx: PluginContext) -> PluginStatus:
         return PluginStatus(name, source, enabled=True, loaded=True,
                             middleware=[f"{x.kind}:{x.name}" for x in ctx.middleware],
-                            hooks=[f"{x.kind}:{x.name}" for x in ctx.hooks])
+                            hooks=[f"{x.kind}:{x.name}" for x in ctx.hooks],
+                            rejected=list(ctx.rejected))
 
     def _try_load(self, name: str, source: str, get_register: Callable[[], RegisterFn],
                   mw: list[Layer], hooks: list[Layer]) -> PluginStatus:

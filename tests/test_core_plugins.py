@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import otelmw
 import otelmw.plugins as plugins_mod
 from otelmw import Pipeline, PluginManager
 from otelmw.cli import main as cli_main
@@ -85,7 +86,6 @@ def no_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
 
 BAD_REGISTRATIONS = {
     "unknown_kind": lambda ctx: ctx.register_middleware("llm_reqest", lambda **kw: None),
-    "unknown_hook": lambda ctx: ctx.register_hook("pre_api_call", lambda **kw: None),
     "non_callable_middleware": lambda ctx: ctx.register_middleware("llm_request", "nope"),
     "non_callable_hook": lambda ctx: ctx.register_hook("post_tool_call", 42),
 }
@@ -105,6 +105,42 @@ def test_bad_registration_raises_value_error_naming_plugin(
     with pytest.raises(ValueError, match="my-bad-plugin"):
         pm.add_plugin("my-bad-plugin", register)
     assert p.registry.all_layers() == []
+
+
+@pytest.mark.parametrize("name", ["pre_api_requst", "PRE_TOOL_CALL", "", None, 3, "llm_request"])
+def test_unknown_hook_name_rejects_that_registration_and_keeps_the_others(
+    name: Any, tmp_path: Path, no_entry_points: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = Pipeline()
+    pm = PluginManager(p, home=tmp_path)
+    seen: list[str] = []
+
+    def register(ctx: Any) -> None:
+        ctx.register_middleware("tool_execution", lambda **kw: ("mw", kw["next_call"]()))
+        ctx.register_hook(name, lambda **kw: seen.append("unknown"))
+        ctx.register_hook("post_tool_call", lambda **kw: seen.append("post"))
+
+    for load in ("add_plugin", "reload"):
+        seen.clear()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="otelmw"):
+            st = pm.add_plugin("typo-plugin", register) if load == "add_plugin" else \
+                pm.reload()["typo-plugin"]
+        assert st.loaded and st.error is None, load
+        assert st.middleware == ["tool_execution:typo-plugin.<lambda>"]
+        assert st.hooks == ["post_tool_call:typo-plugin.<lambda>"]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert st.rejected == warnings
+        assert "plugin 'typo-plugin'" in warnings[0] and repr(name) in warnings[0]
+        assert all(h in warnings[0] for h in otelmw.HOOK_NAMES)
+        suggestion = {"pre_api_requst": "pre_api_request", "PRE_TOOL_CALL": "pre_tool_call"}
+        if name in suggestion:
+            assert f"did you mean {suggestion[name]!r}?" in warnings[0]
+        elif not isinstance(name, str) or not name:
+            assert "did you mean" not in warnings[0]
+        assert p.run_tool("t", {}, lambda a: "base") == ("mw", "base")
+        assert seen == ["post"]
 
 
 @pytest.mark.parametrize("case", ["unknown_kind", "unknown_hook", "non_callable"])

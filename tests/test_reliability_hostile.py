@@ -36,7 +36,7 @@ from _support.otlp_receiver import OtlpReceiver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otelmw import NextCallReusedError, Pipeline
+from otelmw import HOOK_NAMES, NextCallReusedError, Pipeline
 from otelmw.registry import Layer, make_layer
 from otelmw.telemetry.content import ContentPolicy
 
@@ -722,8 +722,12 @@ PLUGIN_MODULES = {
     "relp_bad_kind": "def register(ctx):\n"
                      "    ctx.register_middleware('tool_executoin', lambda **kw: None)\n",
     "relp_half": "def register(ctx):\n"
-                 "    ctx.register_middleware('tool_execution', lambda **kw: ('half', 1))\n"
-                 "    ctx.register_hook('post_tool_cal', lambda **kw: None)\n",
+                 "    ctx.register_middleware('tool_execution', half)\n"
+                 "    ctx.register_hook('post_tool_cal', lambda **kw: None)\n"
+                 "    ctx.register_hook('post_tool_call', lambda **kw: SEEN.append(1))\n"
+                 "SEEN = []\n"
+                 "def half(**kw):\n"
+                 "    return ('half', kw['next_call']())\n",
     "relp_not_callable": "register = 42\n",
 }
 ENTRY_POINTS = {
@@ -771,11 +775,21 @@ def test_broken_plugins_are_disabled_with_a_clear_message_others_load(
         status = pm.reload()
     assert status["good"].loaded and status["good"].error is None
     assert status["good"].middleware == ["tool_execution:good.wrap"]
+    # an unknown hook name rejects that one registration (warned), not the plugin
+    assert status["half"].loaded and status["half"].error is None
+    assert status["half"].middleware == ["tool_execution:half.half"]
+    assert [h.split(":")[0] for h in status["half"].hooks] == ["post_tool_call"]
+    assert len(status["half"].rejected) == 1
+    half_warnings = [r.getMessage() for r in caplog.records if "'post_tool_cal'" in r.getMessage()]
+    assert len(half_warnings) == 1, half_warnings
+    assert "plugin 'half'" in half_warnings[0]
+    assert "did you mean 'post_tool_call'?" in half_warnings[0]
+    assert all(name in half_warnings[0] for name in HOOK_NAMES)
+    assert status["half"].rejected == half_warnings
     expected = {"import-error": "ImportError: relp_import_error needs a missing dependency",
                 "missing-module": "ModuleNotFoundError",
                 "raising": "RuntimeError: register exploded",
                 "bad-kind": "unknown middleware kind 'tool_executoin'",
-                "half": "unknown hook name 'post_tool_cal'",
                 "not-callable": "no register(ctx) callable"}
     for name, text in expected.items():
         st_ = status[name]
@@ -783,13 +797,16 @@ def test_broken_plugins_are_disabled_with_a_clear_message_others_load(
         assert st_.error is not None and text in st_.error, (name, st_.error)
         assert any(f"plugin {name!r} disabled" in r.getMessage() and text in r.getMessage()
                    for r in caplog.records), (name, [r.getMessage() for r in caplog.records])
-    # only the good plugin's layer is registered: half's partial registration was dropped
+    # the good plugin's layer and half's valid registrations
     layers = pipe.registry.all_layers()
-    assert [x.name for x in layers] == ["good.wrap"]
-    assert pipe.run_tool("t", {}, lambda a: "base") == ("good", "base")
+    assert sorted(x.name for x in layers if x.kind == "tool_execution") == ["good.wrap",
+                                                                            "half.half"]
+    assert pipe.run_tool("t", {}, lambda a: "base") == ("good", ("half", "base"))
+    assert sys.modules["relp_half"].SEEN == [1]  # half's valid hook ran
     # reload is idempotent and keeps working with the broken ones still present
     assert pm.reload()["good"].loaded
-    assert [x.name for x in pipe.registry.all_layers()] == ["good.wrap"]
+    assert sorted(x.name for x in pipe.registry.all_layers()
+                  if x.kind == "tool_execution") == ["good.wrap", "half.half"]
 
 
 @pytest.mark.parametrize("kind", ["tool_executoin", "LLM_REQUEST", "", None, 3, "post_tool_call"])
