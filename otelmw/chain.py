@@ -108,6 +108,14 @@ class RewriteStep:
             self.obs.rewrite_finished(self.call, token, outcome, keys, source, reason, exc)
 
 
+def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
+                 exc: BaseException) -> None:
+    """A request callback raised a BaseException (interrupt, exit, cancellation):
+    not a middleware failure, it propagates; the layer's span still ends."""
+    if obs is not None:
+        obs.rewrite_finished(call, token, o.ERROR, _NO_KEYS, None, None, exc)
+
+
 def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
                  original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
                  failures: FailureLog) -> Any:
@@ -128,6 +136,9 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
                     "async request middleware cannot run in a synchronous call")
         except Exception as exc:
             ret, err = None, exc
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: propagate, end the span
+            _interrupted(obs, call, token, exc)
+            raise
         if ret is None and err is None:  # unchanged: only the observer needs to hear it
             if obs is not None:
                 obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
@@ -155,6 +166,9 @@ async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, pa
                 ret = await ret
         except Exception as exc:
             ret, err = None, exc
+        except BaseException as exc:  # CancelledError too
+            _interrupted(obs, call, token, exc)
+            raise
         if ret is None and err is None:
             if obs is not None:
                 obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
