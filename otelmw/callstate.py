@@ -30,7 +30,20 @@ def current_llm_call() -> c.CallInfo | None:
 
 
 def isawaitable(value: Any) -> bool:
-    return hasattr(value, "__await__")
+    # Looked up on the type, as ``await`` does: an object whose attribute
+    # lookups raise is not mistaken for an error of the call.
+    return hasattr(type(value), "__await__")
+
+
+def discard_awaitable(value: Any) -> None:
+    """Close an awaitable that cannot be awaited here (a coroutine returned into a
+    synchronous call), whatever its ``close`` attribute or call does."""
+    try:
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()
+    except Exception:
+        pass
 
 
 def _base_payload(p: Any, request: Any) -> Any:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import observe as o
+from .callstate import discard_awaitable
 from .contract import ORIGINAL_KEY, PAYLOAD_KEY, CallInfo, make_trace_entry
 from .failures import MIDDLEWARE, FailureLog, describe, safe_str, signature_mismatch_hint
 from .observe import PipelineObserver
@@ -38,27 +39,27 @@ class AsyncMiddlewareInSyncCallError(TypeError):
     """An ``async def`` callback was registered but the host call is synchronous."""
 
 
-def _close_awaitable(value: Any) -> None:
-    close = getattr(value, "close", None)
-    if close is not None:
-        try:
-            close()
-        except Exception:
-            pass
-
-
 def _check_rewrite(kind: str, key: str, ret: Any) -> str | None:
     """None when ``ret`` is a valid complete replacement, else why it is not."""
+    # ``dict``'s own methods, not the returned object's: a dict subclass's
+    # overrides are middleware code that must not run (or raise) here.
     if not isinstance(ret, dict):
         return f"returned {type(ret).__name__}; expected None or {{{key!r}: {{...}}}}"
-    if key not in ret:
+    if not dict.__contains__(ret, key):
         return f"returned a dict without {key!r} (partial patches are not accepted)"
-    extra = set(ret) - {key} - _TRACE_KEYS
+    extra = [k for k in dict.keys(ret)
+             if not (type(k) is str and (k == key or k in _TRACE_KEYS))]
     if extra:
-        return f"returned unexpected keys {sorted(map(str, extra))} (partial patch?)"
-    if not isinstance(ret[key], dict):
-        return f"{key!r} must be a dict, got {type(ret[key]).__name__}"
+        return f"returned unexpected keys {sorted(map(safe_str, extra))} (partial patch?)"
+    value = dict.__getitem__(ret, key)
+    if not isinstance(value, dict):
+        return f"{key!r} must be a dict, got {type(value).__name__}"
     return None
+
+
+def _trace_text(ret: dict[str, Any], key: str) -> str | None:
+    value = dict.get(ret, key)
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def _fail(
@@ -91,15 +92,18 @@ class RewriteStep:
             outcome = o.FAILED
             _fail(self.failures, layer, "raise", exc, "request middleware raised", self.kw)
         elif ret is not None:
-            problem = _check_rewrite(self.kind, self.key, ret)
+            try:
+                problem = _check_rewrite(self.kind, self.key, ret)
+                if problem is None:
+                    new = freeze(dict.__getitem__(ret, self.key))
+                    source, reason = _trace_text(ret, "source"), _trace_text(ret, "reason")
+            except Exception as e:  # a key whose __eq__/__hash__/__str__ raises
+                problem = f"unusable return value: {describe(e)}"
             if problem is not None:
                 outcome = o.FAILED
                 _fail(self.failures, layer, "shape", None, f"bad return shape: {problem}")
             else:
-                new = freeze(ret[self.key])
                 keys = changed_keys(self.current, new)
-                source = ret.get("source") if isinstance(ret.get("source"), str) else None
-                reason = ret.get("reason") if isinstance(ret.get("reason"), str) else None
                 self.current = self.kw[self.key] = new
                 outcome = o.REWRITTEN
                 self.call.middleware_trace.append(
@@ -131,7 +135,7 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
         try:
             ret = layer.callback(**kw)
             if ret is not None and inspect.isawaitable(ret):
-                _close_awaitable(ret)
+                discard_awaitable(ret)
                 raise AsyncMiddlewareInSyncCallError(
                     "async request middleware cannot run in a synchronous call")
         except Exception as exc:
@@ -255,7 +259,7 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
         try:
             ret = layer.callback(**kw)
             if state == _NOT_CALLED and ret is not None and inspect.isawaitable(ret):
-                _close_awaitable(ret)
+                discard_awaitable(ret)
                 raise AsyncMiddlewareInSyncCallError(
                     "async execution middleware cannot run in a synchronous call")
         except BaseException as exc:

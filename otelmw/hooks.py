@@ -10,8 +10,10 @@ cannot be awaited there) and count it as a failure.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
+from .callstate import discard_awaitable
 from .contract import CallInfo
 from .failures import HOOK, FailureLog, describe, signature_mismatch_hint
 from .observe import PipelineObserver
@@ -46,8 +48,9 @@ def all_hook_events(obs: PipelineObserver | None) -> bool:
 
 def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                payload: dict[str, Any], obs: PipelineObserver | None,
-               failures: FailureLog) -> list[Any]:
-    """Call every hook for ``hook_name``; return their non-None results in order."""
+               failures: FailureLog, pick: Pick | None = None) -> list[Any]:
+    """Call every hook for ``hook_name``; return their non-None results in order
+    (``pick(result)`` of each, when given: what the hook point accepts, or None)."""
     if not layers:
         if _emit(obs, layers):
             obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
@@ -61,13 +64,22 @@ def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
             failed += 1
             _record(failures, layer, "hook raised", exc, payload)
             continue
-        if inspect.isawaitable(ret):
-            close = getattr(ret, "close", None)
-            if close is not None:
-                close()
+        if ret is None:
+            continue
+        # What a hook returned is looked at inside a guard too: an object whose
+        # attribute lookups, ``__class__``, ``close()`` or ``__eq__`` raise.
+        try:
+            if inspect.isawaitable(ret):
+                discard_awaitable(ret)
+                failed += 1
+                _record(failures, layer, "hook returned an awaitable in a synchronous call; "
+                        "it was not run", None, payload)
+                continue
+            if pick is not None:
+                ret = pick(ret)
+        except Exception as exc:
             failed += 1
-            _record(failures, layer, "hook returned an awaitable in a synchronous call; "
-                    "it was not run", None, payload)
+            _record(failures, layer, "hook returned an unusable value", exc, payload)
             continue
         if ret is not None:
             results.append(ret)
@@ -78,7 +90,7 @@ def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
 
 async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                       payload: dict[str, Any], obs: PipelineObserver | None,
-                      failures: FailureLog) -> list[Any]:
+                      failures: FailureLog, pick: Pick | None = None) -> list[Any]:
     if not layers:
         if _emit(obs, layers):
             obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
@@ -94,6 +106,15 @@ async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
             failed += 1
             _record(failures, layer, "hook raised", exc, payload)
             continue
+        if ret is None:
+            continue
+        if pick is not None:
+            try:
+                ret = pick(ret)
+            except Exception as exc:
+                failed += 1
+                _record(failures, layer, "hook returned an unusable value", exc, payload)
+                continue
         if ret is not None:
             results.append(ret)
     if _emit(obs, layers):
@@ -101,17 +122,32 @@ async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
     return results
 
 
-def block_directive(results: list[Any]) -> str | None:
-    """The message of the first ``{"action": "block", ...}`` directive, if any."""
-    for r in results:
-        if isinstance(r, dict) and r.get("action") == "block":
-            msg = r.get("message")
-            return msg if isinstance(msg, str) and msg else "tool call blocked by a plugin"
-    return None
+Pick = Callable[[Any], Any]
+BLOCKED_BY_PLUGIN = "tool call blocked by a plugin"
 
 
-def first_string(results: list[Any]) -> str | None:
-    for r in results:
-        if isinstance(r, str):
-            return r
-    return None
+def block_message(ret: Any) -> str | None:
+    """``pick`` of ``pre_tool_call``: the message of a ``{"action": "block", ...}``
+    directive (a plain ``str``), else None. Type checks and ``dict``'s own lookups
+    only: a hostile ``__eq__`` or ``.get`` of the hook's value is never called."""
+    if not isinstance(ret, dict):
+        return None
+    action = dict.get(ret, "action")
+    if not isinstance(action, str):
+        if action is None:
+            return None
+        raise TypeError(f"a directive's 'action' must be a str, got {type(action).__name__}")
+    if not str.__eq__(action, "block"):
+        return None
+    msg = dict.get(ret, "message")
+    return str.__str__(msg) if isinstance(msg, str) and str.__len__(msg) else BLOCKED_BY_PLUGIN
+
+
+def plain_string(ret: Any) -> str | None:
+    """``pick`` of ``transform_tool_result``: a replacement string as a plain ``str``."""
+    return str.__str__(ret) if isinstance(ret, str) else None
+
+
+def first(results: list[Any]) -> Any:
+    """The first valid result wins (as in Hermes)."""
+    return results[0] if results else None

@@ -136,7 +136,7 @@ def _freeze(value: Any, memo: dict[int, Any]) -> Any:
         out = FrozenDict()
         memo[key] = out
         dict.update(out, {k: v if type(v) in _SCALARS else _freeze(v, memo)
-                          for k, v in value.items()})
+                          for k, v in dict.items(value)})
         return out
     if isinstance(value, list):
         key = id(value)
@@ -166,7 +166,7 @@ def _thaw(value: Any, memo: dict[int, Any]) -> Any:
             return memo[key]
         out: dict[Any, Any] = {}
         memo[key] = out
-        for k, v in value.items():
+        for k, v in dict.items(value):
             out[k] = _thaw(v, memo)
         return out
     if isinstance(value, list):

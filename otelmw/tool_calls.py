@@ -17,7 +17,7 @@ from .callstate import (
 )
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import MEMORY, FailureLog, describe
-from .hooks import afire_hooks, all_hook_events, block_directive, fire_hooks, first_string
+from .hooks import afire_hooks, all_hook_events, block_message, fire_hooks, first, plain_string
 from .memory import MemoryAdapter
 from .observe import PipelineObserver
 from .payloads import freeze
@@ -218,9 +218,9 @@ class ToolCalls:
                                      original, original, mkw, obs, failures)
         blocked = None
         if pre_hooked:
-            blocked = block_directive(fire_hooks(
+            blocked = first(fire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                self._pre_payload(call, kw, effective), obs, failures))
+                self._pre_payload(call, kw, effective), obs, failures, block_message))
         error: BaseException | None = None
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
@@ -246,9 +246,9 @@ class ToolCalls:
             fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                        failures)
         self._record_memory(call, normalized)
-        transformed = None if payload is None else first_string(fire_hooks(
+        transformed = None if payload is None else first(fire_hooks(
             hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures))
+            failures, plain_string))
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
@@ -314,9 +314,9 @@ class ToolCalls:
                                             call, original, original, mkw, obs, failures)
         blocked = None
         if pre_hooked:
-            blocked = block_directive(await afire_hooks(
+            blocked = first(await afire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                self._pre_payload(call, kw, effective), obs, failures))
+                self._pre_payload(call, kw, effective), obs, failures, block_message))
         error: BaseException | None = None
         if blocked is not None:
             normalized, status = _blocked(blocked), "blocked"
@@ -342,9 +342,9 @@ class ToolCalls:
             await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
                               failures)
         self._record_memory(call, normalized)
-        transformed = None if payload is None else first_string(await afire_hooks(
+        transformed = None if payload is None else first(await afire_hooks(
             hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures))
+            failures, plain_string))
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result

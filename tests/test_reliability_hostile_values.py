@@ -1,0 +1,243 @@
+"""Hostile values from middleware, hooks and the host's own arguments: nothing a
+callback returns and no argument the model or host passes makes otelmw raise into
+the host's call. Each fault fails open, is logged once and counted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from otelmw import Pipeline, RuntimeMiddlewareRegistry
+
+pytestmark = pytest.mark.timeout(60)
+
+LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
+TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
+
+
+class HostError(Exception):
+    pass
+
+
+class Boom(Exception):
+    pass
+
+
+class CloseRaises:
+    """An awaitable (a coroutine-like object) whose ``close()`` raises."""
+
+    def __await__(self) -> Iterator[None]:
+        yield None
+
+    def close(self) -> None:
+        raise Boom("close")
+
+
+class AttributesRaise:
+    """An awaitable whose every attribute lookup raises."""
+
+    def __await__(self) -> Iterator[None]:
+        yield None
+
+    def __getattribute__(self, name: str) -> Any:
+        raise Boom(f"attribute {name}")
+
+
+class ClassRaises:
+    """``__class__`` raises: ``isinstance`` against an ABC (``Awaitable``) looks it up."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:
+        raise Boom("__class__")
+
+
+class EqRaises:
+    def __eq__(self, other: object) -> bool:
+        raise Boom("__eq__")
+
+    __hash__ = object.__hash__
+
+
+class GetRaises(dict):  # type: ignore[type-arg]
+    def get(self, *a: Any, **k: Any) -> Any:
+        raise Boom("get")
+
+
+class HostileStr(str):
+    def __str__(self) -> str:
+        raise Boom("__str__")
+
+    def __eq__(self, other: object) -> bool:
+        raise Boom("__eq__")
+
+    __hash__ = str.__hash__
+
+
+def _sync_returns() -> dict[str, Any]:
+    return {"close_raises": CloseRaises, "attributes_raise": AttributesRaise,
+            "class_raises": ClassRaises}
+
+
+DIRECTIVES = {
+    "action_eq_raises": lambda: {"action": EqRaises(), "message": "m"},
+    "get_raises": lambda: GetRaises(action="block", message="m"),
+    "message_hostile_str": lambda: {"action": "block", "message": HostileStr("no")},
+    "class_raises": ClassRaises,
+}
+
+
+@pytest.fixture
+def pipe() -> Pipeline:
+    return Pipeline(normalizers=RuntimeMiddlewareRegistry())
+
+
+def _call(p: Pipeline, hook: str, mode: str) -> Any:
+    """The hook point's call; returns what the host got (or its own error)."""
+    if hook in LLM_HOOKS:
+        def base(req: Any) -> Any:
+            if hook == "api_request_error":
+                raise HostError("provider")
+            return {"id": "r"}
+        try:
+            if mode == "sync":
+                return p.run_llm({"model": "m", "messages": []}, base, provider="openai")
+            return asyncio.run(p.arun_llm({"model": "m", "messages": []}, base,
+                                          provider="openai"))
+        except HostError as exc:
+            return exc
+    if mode == "sync":
+        return p.run_tool("t", {"q": 1}, lambda a: "tool-ok")
+    return asyncio.run(p.arun_tool("t", {"q": 1}, lambda a: "tool-ok"))
+
+
+def _expect(hook: str, got: Any) -> None:
+    if hook == "api_request_error":
+        assert isinstance(got, HostError)
+    elif hook in LLM_HOOKS:
+        assert got == {"id": "r"}
+    else:
+        assert type(got) is str and got == "tool-ok"
+
+
+def _assert_counted_once(p: Pipeline, hook: str, caplog: pytest.LogCaptureFixture) -> None:
+    counts = {k: v for k, v in p.failures.counts.items() if k[0] == "hook"}
+    assert counts == {("hook", hook, "x.hostile"): 1}, counts
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING
+                and r.name == "otelmw" and "x.hostile" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("returned", sorted(_sync_returns()))
+@pytest.mark.parametrize("hook", LLM_HOOKS + TOOL_HOOKS)
+def test_hostile_hook_return_in_a_sync_call_fails_open(
+        pipe: Pipeline, hook: str, returned: str, caplog: pytest.LogCaptureFixture) -> None:
+    make = _sync_returns()[returned]
+
+    def hostile(**kw: Any) -> Any:
+        return make()
+
+    hostile.__name__ = hostile.__qualname__ = "hostile"
+    pipe.registry.add_hook(hook, hostile, "x")
+    caplog.set_level(logging.WARNING, "otelmw")
+    _expect(hook, _call(pipe, hook, "sync"))
+    _assert_counted_once(pipe, hook, caplog)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("directive", sorted(DIRECTIVES))
+def test_hostile_block_directive_fails_open(
+        pipe: Pipeline, mode: str, directive: str, caplog: pytest.LogCaptureFixture) -> None:
+    make = DIRECTIVES[directive]
+
+    def hostile(**kw: Any) -> Any:
+        return make()
+
+    hostile.__name__ = hostile.__qualname__ = "hostile"
+    pipe.registry.add_hook("pre_tool_call", hostile, "x")
+    ran: list[Any] = []
+
+    def tool(a: Any) -> str:
+        ran.append(a)
+        return "tool-ok"
+
+    caplog.set_level(logging.WARNING, "otelmw")
+    if directive in ("message_hostile_str", "get_raises"):
+        # A valid block by its content (a str subclass message, a dict subclass whose
+        # ``.get`` raises): honoured, the host gets a plain str.
+        got = (pipe.run_tool("t", {"q": 1}, tool) if mode == "sync"
+               else asyncio.run(pipe.arun_tool("t", {"q": 1}, tool)))
+        assert type(got) is str and got == ("no" if directive == "message_hostile_str"
+                                            else "m")
+        assert ran == [] and pipe.failures.total() == 0
+        return
+    got = (pipe.run_tool("t", {"q": 1}, tool) if mode == "sync"
+           else asyncio.run(pipe.arun_tool("t", {"q": 1}, tool)))
+    assert type(got) is str and got == "tool-ok" and ran == [{"q": 1}]
+    _assert_counted_once(pipe, "pre_tool_call", caplog)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_hostile_transform_string_reaches_the_host_as_a_plain_str(
+        pipe: Pipeline, mode: str) -> None:
+    pipe.registry.add_hook("transform_tool_result", lambda **kw: HostileStr("new"), "x")
+    got = (pipe.run_tool("t", {"q": 1}, lambda a: "tool-ok") if mode == "sync"
+           else asyncio.run(pipe.arun_tool("t", {"q": 1}, lambda a: "tool-ok")))
+    assert type(got) is str
+    assert str.__eq__(got, "new")
+
+
+class LookupsRaise(dict):  # type: ignore[type-arg]
+    """A dict subclass whose Python-level lookups all raise."""
+
+    def __contains__(self, key: object) -> bool:
+        raise Boom("__contains__")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise Boom("__iter__")
+
+    def get(self, *a: Any, **k: Any) -> Any:
+        raise Boom("get")
+
+    def items(self) -> Any:
+        raise Boom("items")
+
+    def keys(self) -> Any:
+        raise Boom("keys")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("op", ["llm", "tool"])
+def test_hostile_rewrite_return_fails_open(
+        pipe: Pipeline, mode: str, op: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A request middleware returning a dict subclass whose lookups raise, around a
+    payload that is itself such a subclass: the base call gets the rewrite's
+    content (a valid replacement by content) or the original, never an error."""
+    key = "request" if op == "llm" else "args"
+    new = {"model": "m", "messages": [], "x": 1} if op == "llm" else {"q": 2}
+
+    def hostile(**kw: Any) -> Any:
+        return LookupsRaise({key: LookupsRaise(new), "source": "s"})
+
+    hostile.__name__ = hostile.__qualname__ = "hostile"
+    pipe.registry.add_middleware(f"{op}_request", hostile, "x")
+    seen: list[Any] = []
+
+    def base(p: Any) -> str:
+        seen.append(dict(p))
+        return "ok"
+
+    caplog.set_level(logging.WARNING, "otelmw")
+    payload = {"model": "m", "messages": []} if op == "llm" else {"q": 1}
+    if op == "llm":
+        got = (pipe.run_llm(payload, base) if mode == "sync"
+               else asyncio.run(pipe.arun_llm(payload, base)))
+    else:
+        got = (pipe.run_tool("t", payload, base) if mode == "sync"
+               else asyncio.run(pipe.arun_tool("t", payload, base)))
+    assert got == "ok"
+    assert seen == [new]
+    assert pipe.failures.total() == 0
