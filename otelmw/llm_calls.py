@@ -35,7 +35,7 @@ class LLMCalls:
                   server: tuple[str | None, int | None] = (None, None)) -> c.CallInfo:
         rc = c.current_runtime_context()
         if model is None and isinstance(request, dict):
-            m = request.get("model")
+            m = dict.get(request, "model")  # dict's own: a subclass's .get is host code
             model = m if isinstance(m, str) else None
         # Positional (field order of CallInfo): see ToolCalls._tool_call.
         call = c.CallInfo("chat", rc.session_id, rc.task_id, rc.turn_id,

@@ -186,17 +186,23 @@ def changed_keys(before: Any, after: Any) -> list[str]:
     """Top-level keys whose value differs between two mappings (sorted)."""
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []
-    keys = set(before) | set(after)
+    try:
+        return _changed_keys(before, after)
+    except Exception:  # keys whose __hash__/__eq__/__str__ raise: nothing to report
+        return []
+
+
+def _changed_keys(before: dict[Any, Any], after: dict[Any, Any]) -> list[str]:
     out = []
-    for k in keys:
-        if k not in before or k not in after:
+    for k in dict.keys(before) | dict.keys(after):
+        if not dict.__contains__(before, k) or not dict.__contains__(after, k):
             out.append(str(k))
             continue
-        a, b = before[k], after[k]
+        a, b = dict.__getitem__(before, k), dict.__getitem__(after, k)
         if a is b:
             continue
         try:
-            same = bool(a == b)
+            same = (a == b) is True  # element-wise results (arrays, frames) count as changed
         except Exception:
             same = False
         if not same:

@@ -41,13 +41,18 @@ class ToolArgumentsError(ValueError):
 
 def parse_arguments(args: Any) -> dict[str, Any]:
     """Coerce model-provided tool arguments to a dict (JSON strings included)."""
+    # Identity and type checks only: a model's or host's value may compare
+    # element-wise (a pandas object: ``args == ""`` is a Series, ``bool()`` raises).
     if isinstance(args, dict):
         return args
-    if args is None or args == "" or args == b"":
+    if args is None:
         return {}
     if isinstance(args, bytes | bytearray):
         args = bytes(args).decode("utf-8", errors="replace")
     if isinstance(args, str):
+        args = str.__str__(args)  # a plain str, whatever a subclass overrides
+        if not args:
+            return {}
         try:
             value = json.loads(args)
         except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep JSON
@@ -58,7 +63,7 @@ def parse_arguments(args: Any) -> dict[str, Any]:
         return value
     try:
         return dict(args)
-    except (TypeError, ValueError):
+    except Exception:  # not a mapping, or one whose keys()/[] raise
         raise ToolArgumentsError(
             f"tool arguments must be a mapping or JSON object string, got {type(args).__name__}"
         ) from None

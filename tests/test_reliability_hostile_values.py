@@ -241,3 +241,87 @@ def test_hostile_rewrite_return_fails_open(
     assert got == "ok"
     assert seen == [new]
     assert pipe.failures.total() == 0
+
+
+# ------------------------------------------------------- element-wise values (item 10)
+class Ambiguous:
+    """What ``==`` of a pandas Series / numpy array returns: no truth value."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("The truth value of a Series is ambiguous. "
+                         "Use a.empty, a.bool(), a.item(), a.any() or a.all().")
+
+
+class FrameLike:
+    """A pandas-like mapping: ``keys()``/``[]`` like a Series, ``==`` element-wise."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return Ambiguous()
+
+    __ne__ = __eq__  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        raise ValueError("The truth value of a DataFrame is ambiguous.")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("observed", [False, True])
+def test_pandas_like_tool_arguments_reach_the_tool(mode: str, observed: bool) -> None:
+    from _telemetry_fixtures import TelemetryHarness
+
+    h = TelemetryHarness("SPAN_AND_EVENT")
+    try:
+        p = h.pipeline
+        if not observed:
+            p.observer = None
+        frame = FrameLike({"a": 1})
+
+        def rewrite(args: Any, **kw: Any) -> Any:
+            return {"args": {**args, "frame": FrameLike({"b": 2})}}
+
+        p.registry.add_middleware("tool_request", rewrite, "x")
+        p.registry.add_hook("post_tool_call", lambda **kw: None, "x")
+        seen: list[Any] = []
+
+        def tool(a: Any) -> str:
+            seen.append(a)
+            return "ok"
+
+        args = FrameLike({"q": 1, "frame": frame})
+        got = (p.run_tool("t", args, tool) if mode == "sync"
+               else asyncio.run(p.arun_tool("t", args, tool)))
+        assert got == "ok"
+        assert p.failures.total() == 0, p.failures.counts
+        assert [sorted(a) for a in seen] == [["frame", "q"]]
+        assert isinstance(seen[0]["frame"], FrameLike) and seen[0]["frame"]["b"] == 2
+        if observed:
+            (span,) = h.named("execute_tool t")
+            (rw,) = h.named("tool_request x.rewrite")
+            assert rw.attributes["otelmw.rewrite.changed_keys"] == ("frame",)
+            assert span.status.status_code.name == "UNSET"
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("args", [FrameLike({}), HostileStr(""), b"", bytearray()])
+def test_empty_or_hostile_arguments_are_an_empty_object(pipe: Pipeline, args: Any) -> None:
+    seen: list[Any] = []
+    pipe.registry.add_hook("post_tool_call", lambda **kw: None, "x")
+    assert pipe.run_tool("t", args, lambda a: seen.append(a) or "ok") == "ok"
+    assert seen == [{}]
