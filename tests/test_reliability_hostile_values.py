@@ -325,3 +325,74 @@ def test_empty_or_hostile_arguments_are_an_empty_object(pipe: Pipeline, args: An
     pipe.registry.add_hook("post_tool_call", lambda **kw: None, "x")
     assert pipe.run_tool("t", args, lambda a: seen.append(a) or "ok") == "ok"
     assert seen == [{}]
+
+
+# ------------------------------------------------- out-of-range numbers (item 11)
+HUGE_PROGRAM = r"""
+import json, sys
+from otelmw import Pipeline, RuntimeMiddlewareRegistry
+from otelmw.results import NormalizedToolResult
+from otelmw.telemetry import health
+from otelmw.telemetry.setup import configure
+
+pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
+tel = configure("huge", pipeline=pipe)
+
+class Vendor:
+    runtime_id = "vendor"
+    def normalize(self, result, tool_name, ctx):
+        return NormalizedToolResult(content=result, raw_result=result, metadata={
+            "big": 2 ** 70, "neg": -(2 ** 64), "ok": 5, "edge": 2 ** 63 - 1,
+            "digits": 10 ** 5000, "f": 1.5})
+
+pipe.normalizers.register("vendor", Vendor())
+with pipe.turn("agent"):
+    for i in range(3):
+        pipe.run_llm({"model": "m", "messages": [], "max_tokens": 2 ** 70,
+                      "temperature": 0.5}, lambda r: {"id": "x"}, provider="openai",
+                     server_address="127.0.0.1", server_port=2 ** 70)
+        pipe.run_tool("t", {"q": 1}, lambda a: "ok", runtime_id="vendor")
+ok = tel.shutdown(timeout_s=30)
+print(json.dumps({"shutdown_ok": ok,
+                  "drops": {f"{s}/{r}": n for (s, r), n in health.drop_counts().items()}}))
+"""
+
+
+def test_out_of_range_numbers_are_bounded_at_the_source(tmp_path: Any) -> None:
+    """``max_tokens=2**70``, a huge server port and huge ints in normalizer metadata:
+    every span reaches the real receiver through the stock OTLP exporter with no
+    ``Value out of range`` encode error; in-range values are kept."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from _support.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as rx:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+        env.update(OTELMW_HOME=str(tmp_path), OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
+                   OTEL_METRIC_EXPORT_INTERVAL="60000", PYTHONPATH=os.environ.get(
+                       "PYTHONPATH", ""))
+        proc = subprocess.run([sys.executable, "-c", HUGE_PROGRAM], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        spans = rx.wait_for_spans(1 + 3 * 2, timeout=10)
+    assert "out of range" not in proc.stderr and "Failed to encode" not in proc.stderr, (
+        proc.stderr[-3000:])
+    assert out["shutdown_ok"] is True and out["drops"] == {}
+    chats = [s for s in spans if s.name == "chat m"]
+    tools = [s for s in spans if s.name == "execute_tool t"]
+    assert len(chats) == 3 and len(tools) == 3
+    for s in chats:
+        assert s.attributes["gen_ai.request.temperature"] == 0.5
+        assert "gen_ai.request.max_tokens" not in s.attributes
+        assert "server.port" not in s.attributes
+        assert s.attributes["server.address"] == "127.0.0.1"
+    prefix = "otelmw.result.metadata."
+    for s in tools:
+        meta = {k[len(prefix):]: v for k, v in s.attributes.items() if k.startswith(prefix)}
+        assert meta["ok"] == 5 and meta["edge"] == 2 ** 63 - 1 and meta["f"] == 1.5
+        assert meta["big"] == str(2 ** 70) and meta["neg"] == str(-(2 ** 64))
+        assert isinstance(meta["digits"], str) and len(meta["digits"]) <= 256

@@ -40,7 +40,14 @@ from .observer_core import (
 from .responses import ResponseFacts, is_stream
 from .streams import wrap_stream
 from .values import clean_str as _c
-from .values import error_type, flatten_metadata, put_present, short_text
+from .values import (
+    error_type,
+    flatten_metadata,
+    otlp_number,
+    port_number,
+    put_present,
+    short_text,
+)
 
 __all__ = ["ENV_HOOK_EVENTS", "ENV_MIDDLEWARE_METRICS", "HOOK_EVENT_MODES", "TelemetryObserver",
            "error_type", "hook_events_mode", "middleware_metrics_on"]
@@ -49,7 +56,6 @@ _CLIENT, _INTERNAL = SpanKind.CLIENT, SpanKind.INTERNAL
 _REQUEST_PARAMS = (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
                    ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
                    ("stream", a.GEN_AI_REQUEST_STREAM))
-_NUMBER = (bool, int, float)
 
 
 class _EnrichStream:
@@ -147,6 +153,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
         # whether or not the span is sampled.
         if address:
             attrs[a.SERVER_ADDRESS] = _c(address)
+            port = port_number(port)
             if port:
                 attrs[a.SERVER_PORT] = port
         metric_attrs = dict(attrs)
@@ -170,8 +177,8 @@ class TelemetryObserver(LayerSpans, HookEvents):
         self._ids(call, attrs)
         if type(request) is dict:
             for key, attr in _REQUEST_PARAMS:
-                v = request.get(key)
-                if v is not None and isinstance(v, _NUMBER):
+                v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
+                if v is not None:
                     attrs[attr] = v
         span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         if self.content.on_spans and isinstance(request, dict) and span.is_recording():
@@ -228,6 +235,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             if server_address and call.server_address is None:
                 call.server_address, call.server_port = server_address, server_port
                 op.span.set_attribute(a.SERVER_ADDRESS, server_address)
+                server_port = port_number(server_port)
                 if server_port:
                     op.span.set_attribute(a.SERVER_PORT, server_port)
                 op.attrs[a.SERVER_ADDRESS] = server_address

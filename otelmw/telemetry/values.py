@@ -47,6 +47,34 @@ def short_text(text: Any, limit: int = MAX_STR) -> str:
     return str(clean_str(s if len(s) <= limit else s[: limit - 1] + "…", limit))
 
 
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def otlp_number(value: Any) -> bool | int | float | None:
+    """``value`` if OTLP can carry it as a number (a bool, a double, an int that
+    fits int64), else None. A larger int makes the exporter drop the attribute
+    with a traceback on every export, so it is bounded here, at the source."""
+    if isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        n = int.__int__(value)  # a plain int: an int subclass's comparisons are not run
+        return n if _INT64_MIN <= n <= _INT64_MAX else None
+    return None
+
+
+def port_number(value: Any) -> int | None:
+    """A TCP/UDP port (1–65535), else None."""
+    n = otlp_number(value)
+    return n if type(n) is int and 0 < n < 65536 else None
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # more digits than int-to-str conversion allows
+        return f"<int of {int.bit_length(value)} bits>"
+
+
 def flatten_metadata(meta: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(meta, dict):
@@ -56,7 +84,9 @@ def flatten_metadata(meta: Any) -> dict[str, Any]:
             break
         k = a.OTELMW_RESULT_METADATA_PREFIX + clean_str(str(key), 64)
         if isinstance(value, bool | int | float):
-            out[k] = value
+            n = otlp_number(value)
+            # An int beyond int64 is kept as its decimal text (bounded).
+            out[k] = n if n is not None else clean_str(_int_text(int.__int__(value)))
         elif isinstance(value, str):
             out[k] = clean_str(value)
     return out
