@@ -13,30 +13,60 @@
 from __future__ import annotations
 
 import logging
-import os
+import sys
+from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import wrapt
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
+from . import settings as cfg
+from .settings import WrapTarget
+
 logger = logging.getLogger("otelmw")
 
 
-def parse_wrap_spec(spec: str) -> list[tuple[str, str, str]]:
+def parse_wrap_spec(spec: str) -> list[WrapTarget]:
     """Parse ``OTELMW_WRAP``; raise ``ValueError`` naming the bad entry."""
-    out: list[tuple[str, str, str]] = []
-    for raw in spec.split(","):
-        item = raw.strip()
-        if not item:
+    if not spec.strip():
+        return []
+    try:
+        return list(cfg.WRAP.parse(spec))
+    except ValueError:
+        raise ValueError(cfg.WRAP.problem(spec)) from None
+
+
+_OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
+
+
+def program_name(argv: Sequence[str] | None = None) -> str | None:
+    """The running program's name from the interpreter's command line
+    (``sys.orig_argv``): the script's stem (its directory's name for a
+    ``__main__.py``), the module of ``-m``; ``None`` for ``-c`` or stdin."""
+    args = list(sys.orig_argv if argv is None else argv)[1:]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _OPTIONS_WITH_VALUE:
+            i += 2
             continue
-        target, _, kind = item.partition("=")
-        module, _, name = target.partition(":")
-        kind = kind.strip() or "llm"
-        if not module or not name or kind not in ("llm", "tool"):
-            raise ValueError(f"OTELMW_WRAP entry {item!r}: expected module:Qual.name=llm|tool")
-        out.append((module.strip(), name.strip(), kind))
-    return out
+        if arg == "-":
+            return None
+        if not arg.startswith("-"):
+            path = Path(arg)
+            return (path.parent.name or None) if path.stem == "__main__" else path.stem
+        if not arg.startswith("--"):
+            for j, flag in enumerate(arg[1:], 1):  # combined flags: -uB, -um mod
+                if flag == "c":
+                    return None
+                if flag == "m":
+                    return arg[j + 1:] or (args[i + 1] if i + 1 < len(args) else None)
+                if flag in "XW":  # -Xdev, -Wignore: the rest is the option's value
+                    break
+        i += 1
+    return None
 
 
 def _wrap_when_imported(module: str, name: str, kind: str) -> None:
@@ -58,10 +88,10 @@ def _wrap_when_imported(module: str, name: str, kind: str) -> None:
     wrapt.register_post_import_hook(hook, module)
 
 
-def instrument_all() -> list[str]:
+def instrument_all(settings: cfg.Settings | None = None) -> list[str]:
     """Instrument every available otelmw_* instrumentor; returns their names."""
-    disabled = {x.strip() for x in os.environ.get(
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",") if x.strip()}
+    s = settings if settings is not None else cfg.load(strict=False)
+    disabled: tuple[str, ...] = s[cfg.DISABLED_INSTRUMENTATIONS]
     done = []
     for ep in metadata.entry_points(group="opentelemetry_instrumentor"):
         if not ep.name.startswith("otelmw_") or ep.name in disabled:
@@ -80,18 +110,28 @@ def instrument_all() -> list[str]:
     return done
 
 
-def initialize() -> None:
+def _configure_and_load_plugins() -> cfg.Settings:
+    """Inside a running program: one warning per bad setting, which keeps its
+    default; everything else is configured as asked."""
     from .plugins import load_plugins
     from .telemetry.setup import configure
 
-    configure()
+    settings = cfg.load(strict=False)
+    # service.name defaults to the program's name (OTel's convention when unknown)
+    configure(program_name() or f"unknown_service:{Path(sys.executable).name}",
+              settings=settings)
     try:
         load_plugins()
     except ValueError as exc:
         logger.warning("otelmw: plugins not loaded: %s", exc)
-    instrument_all()
-    for module, name, kind in parse_wrap_spec(os.environ.get("OTELMW_WRAP", "")):
-        _wrap_when_imported(module, name, kind)
+    return settings
+
+
+def initialize() -> None:
+    settings = _configure_and_load_plugins()
+    instrument_all(settings)
+    for target in settings[cfg.WRAP]:
+        _wrap_when_imported(target.module, target.qualname, target.kind)
 
 
 def _configurator_base() -> type:
@@ -108,11 +148,4 @@ class OtelmwConfigurator(_configurator_base()):  # type: ignore[misc]
     ``otelmw_*`` instrumentors are then installed by ``opentelemetry-instrument``."""
 
     def _configure(self, **kwargs: Any) -> None:
-        from .plugins import load_plugins
-        from .telemetry.setup import configure
-
-        configure()
-        try:
-            load_plugins()
-        except ValueError as exc:
-            logger.warning("otelmw: plugins not loaded: %s", exc)
+        _configure_and_load_plugins()

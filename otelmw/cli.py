@@ -49,15 +49,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("otelmw: error: otelmw run needs a COMMAND, e.g. otelmw run -- python app.py",
               file=sys.stderr)
         return 2
-    # Validate configuration here, where the user made the choice.
-    from .autoinstrument import parse_wrap_spec
-    from .telemetry.content import ContentPolicy
-    from .telemetry.setup import exporter_choice
+    # Validate every setting here, before the program starts: a typo is an error
+    # (exit 2) where the user made it, not a warning inside their program.
+    from .settings import load
 
-    ContentPolicy.from_env()
-    for signal in ("traces", "metrics", "logs"):
-        exporter_choice(signal)
-    parse_wrap_spec(os.environ.get("OTELMW_WRAP", ""))
+    load()
     bootstrap = str(Path(__file__).parent / "bootstrap")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (bootstrap, env.get("PYTHONPATH")) if x)

@@ -22,7 +22,6 @@ import difflib
 import functools
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import settings as cfg
 from .contract import HOOK_NAMES
 from .pipeline import Pipeline, get_pipeline
 from .registry import Layer, make_layer, validate_hook, validate_middleware
@@ -41,7 +41,7 @@ RegisterFn = Callable[["PluginContext"], Any]
 
 
 def otelmw_home() -> Path:
-    return Path(os.environ.get("OTELMW_HOME") or Path.home() / ".otelmw").expanduser()
+    return cfg.HOME.read() or Path.home() / ".otelmw"
 
 
 class PluginConfig:

@@ -340,8 +340,11 @@ def test_run_without_endpoint_keeps_traces_in_the_store(app_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("var", "value", "message"), [
-    ("OTELMW_WRAP", "mymod:call_model=llm,mymod", "OTELMW_WRAP entry 'mymod'"),
-    ("OTELMW_WRAP", "mymod:dispatch=toolz", "OTELMW_WRAP entry 'mymod:dispatch=toolz'"),
+    ("OTELMW_WRAP", "mymod:call_model=llm,mymod",
+     "OTELMW_WRAP='mymod:call_model=llm,mymod': entry 'mymod'"),
+    ("OTELMW_WRAP", "mymod:dispatch=toolz",
+     "OTELMW_WRAP='mymod:dispatch=toolz': entry 'mymod:dispatch=toolz': expected "
+     "module:Qual.name=llm|tool; did you mean 'tool'?"),
     ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "ALL",
      "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='ALL'"),
     ("OTEL_TRACES_EXPORTER", "zipkin", "OTEL_TRACES_EXPORTER"),

@@ -30,25 +30,17 @@ def ensure_observer() -> None:
     pipe = get_pipeline()
     if pipe.observer is not None:
         return
+    from .. import settings as cfg
     from ..telemetry.content import ContentPolicy
-    from ..telemetry.observer import TelemetryObserver, hook_events_mode, middleware_metrics_on
+    from ..telemetry.observer import TelemetryObserver
 
     # Here the program is already running (an instrumentor installs this on the host's
     # import): a bad setting falls back to its default with one warning instead of
     # failing the import. ``configure()`` raises on the same values.
-    content = _setting(ContentPolicy.from_env, ContentPolicy, "content capture stays off")
-    hook_events = _setting(hook_events_mode, lambda: "registered", "hook events: registered")
-    layer_metrics = _setting(middleware_metrics_on, lambda: True, "middleware metrics: on")
-    pipe.observer = TelemetryObserver(content=content, failures=pipe.failures,
-                                      hook_events=hook_events, middleware_metrics=layer_metrics)
-
-
-def _setting(read: Callable[[], T], default: Callable[[], T], fallback: str) -> T:
-    try:
-        return read()
-    except ValueError as exc:
-        logger.warning("otelmw: %s; %s", exc, fallback)
-        return default()
+    s = cfg.load(strict=False)
+    pipe.observer = TelemetryObserver(content=ContentPolicy.from_settings(s),
+                                      failures=pipe.failures, hook_events=s[cfg.HOOK_EVENTS],
+                                      middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
 
 
 def server_of(base_url: Any) -> tuple[str | None, int | None]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import threading
 from contextvars import ContextVar
 from typing import Any, NamedTuple
@@ -23,6 +22,7 @@ from opentelemetry import context as otel_context
 
 from .. import contract as c
 from .. import observe as o
+from .. import settings as cfg
 from ..failures import HOOK, INSTRUMENTATION, MIDDLEWARE, describe, safe_str
 from ..payloads import changed_keys
 from ..pipeline import current_llm_call, get_pipeline
@@ -474,8 +474,8 @@ class HermesInstrumentor(OtelmwInstrumentor):
         for module, name, wrapper in self.targets():  # importing Hermes eagerly is costly
             wrapt.register_post_import_hook(functools.partial(
                 self._wrap_module, self._generation, module, name, wrapper), module)
-        self._threads = not getattr(tctx, "_installed", True) and os.environ.get(
-            "OTELMW_NO_THREAD_PROPAGATION", "").strip().lower() not in ("1", "true", "yes", "on")
+        self._threads = not getattr(tctx, "_installed", True) and not \
+            cfg.NO_THREAD_PROPAGATION.read(strict=False)
         if self._threads:
             tctx.instrument_threads()  # Hermes' provider call runs on a bare Thread
         if not get_pipeline().normalizers.has_middleware(RUNTIME_ID):

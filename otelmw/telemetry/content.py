@@ -11,13 +11,13 @@ redactor (``set_redactor``; default masks API keys, bearer tokens and
 from __future__ import annotations
 
 import json
-import os
 import re
 import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import settings as cfg
 from .digests import _json_default
 
 _RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_default)
@@ -26,11 +26,9 @@ NO_CONTENT: Final = "NO_CONTENT"
 SPAN_ONLY: Final = "SPAN_ONLY"
 EVENT_ONLY: Final = "EVENT_ONLY"
 SPAN_AND_EVENT: Final = "SPAN_AND_EVENT"
-_ALIASES: Final = {"TRUE": SPAN_ONLY, "1": SPAN_ONLY, "FALSE": NO_CONTENT, "0": NO_CONTENT,
-                   "": NO_CONTENT}
-MODES: Final = (NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT)
-ENV_MODE: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-ENV_MAX: Final = "OTELMW_CONTENT_MAX_LENGTH"
+MODES: Final = cfg.CAPTURE_MODES
+ENV_MODE: Final = cfg.CAPTURE_CONTENT.name
+ENV_MAX: Final = cfg.CONTENT_MAX_LENGTH.name
 
 _SECRET_PATTERNS: Final = [
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
@@ -71,11 +69,12 @@ def set_redactor(redactor: Redactor | None) -> None:
 
 def parse_mode(value: str | None) -> str:
     """Parse the capture-mode env value; raise ``ValueError`` on a typo."""
-    raw = (value or "").strip().upper()
-    mode = _ALIASES.get(raw, raw)
-    if mode not in MODES:
-        raise ValueError(f"{ENV_MODE}={value!r} is not one of {', '.join(MODES)}")
-    return mode
+    if not (value or "").strip():
+        return NO_CONTENT
+    try:
+        return cfg.CAPTURE_CONTENT.parse(value or "")
+    except ValueError:
+        raise ValueError(cfg.CAPTURE_CONTENT.problem(value or "")) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +92,12 @@ class ContentPolicy:
 
     @classmethod
     def from_env(cls) -> ContentPolicy:
-        mode = parse_mode(os.environ.get(ENV_MODE))
-        raw = os.environ.get(ENV_MAX, "4096")
-        try:
-            max_length = int(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_MAX}={raw!r} must be an integer") from None
-        if max_length < 16:
-            raise ValueError(f"{ENV_MAX} must be at least 16, got {max_length}")
-        return cls(mode, max_length)
+        """From the environment; ``ValueError`` on an invalid value."""
+        return cls.from_settings(cfg.load())
+
+    @classmethod
+    def from_settings(cls, settings: cfg.Settings) -> ContentPolicy:
+        return cls(settings[cfg.CAPTURE_CONTENT], settings[cfg.CONTENT_MAX_LENGTH])
 
     def render(self, value: Any) -> str:
         """Serialize (bounded), redact, truncate and clean one captured value.

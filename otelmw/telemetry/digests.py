@@ -50,25 +50,25 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from typing import Any, Final
+
+from .. import settings as cfg
 
 try:  # optional at import (a dependency of the package): only an accelerator
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised by test_digest_without_orjson
     _orjson = None  # type: ignore[assignment]
 
-_DEFAULT_MAX: Final = 4 * 1024 * 1024
+_DEFAULT_MAX: Final = cfg.DIGEST_MAX_BYTES.default
 _sha256 = hashlib.sha256
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _JSON_TYPES = (dict, list, tuple, *_JSON_SCALARS)
 
 
 def _max_bytes() -> int:
-    try:
-        return max(1024, int(os.environ.get("OTELMW_DIGEST_MAX_BYTES", _DEFAULT_MAX)))
-    except ValueError:
-        return _DEFAULT_MAX
+    # Read at import (lenient: a bad value warns and keeps the default);
+    # configure() validates it strictly with every other setting.
+    return cfg.DIGEST_MAX_BYTES.read(strict=False)
 
 
 MAX_BYTES = _max_bytes()

@@ -33,6 +33,8 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .. import settings as cfg
+
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 REQUEST_TYPES: dict[str, type[Message]] = {
     "traces": ExportTraceServiceRequest,
@@ -41,21 +43,9 @@ REQUEST_TYPES: dict[str, type[Message]] = {
 }
 
 
-def data_dir() -> Path:
-    return Path(os.environ.get("OTELMW_DATA_DIR") or ".otelmw")
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} must be an integer") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
+def data_dir(*, strict: bool = True) -> Path:
+    """``OTELMW_DATA_DIR`` (default ``./.otelmw``)."""
+    return cfg.DATA_DIR.read(strict=strict)
 
 
 def _ids_to_hex(node: Any, b64: bool) -> Any:
@@ -98,11 +88,19 @@ def _file_order(path: Path) -> tuple[float, str]:
 class RotatingLines:
     """Append-only JSON lines per signal, rotated by size, bounded file count."""
 
-    def __init__(self, signal: str, directory: Path | None = None) -> None:
+    def __init__(self, signal: str, directory: Path | None = None,
+                 settings: cfg.Settings | None = None) -> None:
+        """``settings``: already validated ones (``configure()``); else the
+        environment's, and an invalid limit raises ``ValueError``."""
         self.signal = signal
-        self.dir = directory if directory is not None else data_dir()
-        self.max_bytes = _env_int("OTELMW_DATA_MAX_BYTES", 16 * 1024 * 1024)
-        self.max_files = _env_int("OTELMW_DATA_MAX_FILES", 20)
+        if settings is not None:
+            self.dir = directory if directory is not None else settings[cfg.DATA_DIR]
+            self.max_bytes = settings[cfg.DATA_MAX_BYTES]
+            self.max_files = settings[cfg.DATA_MAX_FILES]
+        else:
+            self.dir = directory if directory is not None else data_dir()
+            self.max_bytes = cfg.DATA_MAX_BYTES.read()
+            self.max_files = cfg.DATA_MAX_FILES.read()
         self._lock = threading.Lock()
         self._fh: Any = None
         self._size = 0
@@ -149,8 +147,9 @@ class RotatingLines:
 
 
 class FileSpanExporter(SpanExporter):
-    def __init__(self, directory: Path | None = None) -> None:
-        self.out = RotatingLines("traces", directory)
+    def __init__(self, directory: Path | None = None,
+                 settings: cfg.Settings | None = None) -> None:
+        self.out = RotatingLines("traces", directory, settings)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         try:
@@ -167,8 +166,9 @@ class FileSpanExporter(SpanExporter):
 
 
 class FileLogExporter(LogRecordExporter):
-    def __init__(self, directory: Path | None = None) -> None:
-        self.out = RotatingLines("logs", directory)
+    def __init__(self, directory: Path | None = None,
+                 settings: cfg.Settings | None = None) -> None:
+        self.out = RotatingLines("logs", directory, settings)
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         try:
@@ -185,9 +185,10 @@ class FileLogExporter(LogRecordExporter):
 
 
 class FileMetricExporter(MetricExporter):
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None,
+                 settings: cfg.Settings | None = None) -> None:
         super().__init__()
-        self.out = RotatingLines("metrics", directory)
+        self.out = RotatingLines("metrics", directory, settings)
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
                **kwargs: Any) -> MetricExportResult:

@@ -7,11 +7,11 @@ points with callbacks, the default), ``all`` or ``none``.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from opentelemetry import _logs
 
+from .. import settings as cfg
 from ..contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
 from ..results import NormalizedToolResult
 from . import attributes as a
@@ -19,18 +19,14 @@ from .observer_core import ObserverCore, digest_once
 from .values import clean_str as _c
 from .values import error_type
 
-HOOK_EVENT_MODES = ("registered", "all", "none")
-ENV_HOOK_EVENTS = "OTELMW_HOOK_EVENTS"
+HOOK_EVENT_MODES = cfg.HOOK_EVENT_MODES
+ENV_HOOK_EVENTS = cfg.HOOK_EVENTS.name
 
 
 def hook_events_mode(value: str | None = None) -> str:
     """``registered`` (default) | ``all`` | ``none``, from ``value`` or
     ``OTELMW_HOOK_EVENTS``; ``ValueError`` on a typo."""
-    raw = value if value is not None else os.environ.get(ENV_HOOK_EVENTS, "")
-    mode = raw.strip().lower() or "registered"
-    if mode not in HOOK_EVENT_MODES:
-        raise ValueError(f"{ENV_HOOK_EVENTS}={raw!r} is not one of {', '.join(HOOK_EVENT_MODES)}")
-    return mode
+    return cfg.HOOK_EVENTS.read(None if value is None else {cfg.HOOK_EVENTS.name: value})
 
 
 class HookEvents(ObserverCore):

@@ -7,11 +7,11 @@ These run per layer per call: bound helpers, per-layer constants cached in
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 
+from .. import settings as cfg
 from ..contract import CallInfo
 from ..observe import FAILED, REWRITTEN, UNCHANGED
 from ..registry import Layer
@@ -28,8 +28,7 @@ from .values import MAX_STR
 from .values import clean_str as _c
 
 _INTERNAL = SpanKind.INTERNAL
-ENV_MIDDLEWARE_METRICS = "OTELMW_MIDDLEWARE_METRICS"
-_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+ENV_MIDDLEWARE_METRICS = cfg.MIDDLEWARE_METRICS.name
 
 
 def middleware_metrics_on(value: bool | None = None) -> bool:
@@ -40,11 +39,7 @@ def middleware_metrics_on(value: bool | None = None) -> bool:
     span-metrics connector can still derive the histogram from them)."""
     if value is not None:
         return bool(value)
-    raw = os.environ.get(ENV_MIDDLEWARE_METRICS, "")
-    mode = raw.strip().lower() or "on"
-    if mode not in _SWITCH:
-        raise ValueError(f"{ENV_MIDDLEWARE_METRICS}={raw!r} is not one of on, off")
-    return _SWITCH[mode]
+    return cfg.MIDDLEWARE_METRICS.read() == "on"
 
 
 class LayerSpans(ObserverCore):

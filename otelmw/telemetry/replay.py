@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
 
+from .. import settings as cfg
 from .filestore import from_otlp_json, read_requests
 
 SIGNALS = ("traces", "metrics", "logs")
 
 
 def default_endpoint(protocol: str) -> str:
-    env = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    env = cfg.OTLP_ENDPOINT.read()
     if env:
         return env.rstrip("/")
     return "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -28,55 +27,40 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRe
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 
+from .. import settings as cfg
 from ..pipeline import Pipeline, get_pipeline
 from . import health
 from .content import ContentPolicy
 from .context import instrument_threads
-from .observer import TelemetryObserver, hook_events_mode, middleware_metrics_on
+from .observer import TelemetryObserver
 
 logger = logging.getLogger("otelmw")
 
-SIGNALS = ("traces", "metrics", "logs")
-_EXPORTERS = {"traces": {"otlp", "console", "none", "file"},
-              "metrics": {"otlp", "console", "none", "file", "prometheus"},
-              "logs": {"otlp", "console", "none", "file"}}
+SIGNALS = cfg.SIGNALS
 
 
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def exporter_choice(signal: str) -> list[str]:
-    """The exporters for ``signal`` per env; ``file`` when nothing is configured."""
-    raw = os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip()
-    if raw:
-        names = [x.strip().lower() for x in raw.split(",") if x.strip()]
-        bad = [x for x in names if x not in _EXPORTERS[signal]]
-        if bad:
-            raise ValueError(f"OTEL_{signal.upper()}_EXPORTER: unsupported exporter(s) {bad}; "
-                             f"expected {sorted(_EXPORTERS[signal])}")
-        return [x for x in names if x != "none"]
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-            f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"):
+def exporter_choice(signal: str, settings: cfg.Settings | None = None) -> list[str]:
+    """The exporters for ``signal`` per ``settings`` (default: the environment,
+    strictly); ``file`` when nothing is configured."""
+    s = settings if settings is not None else cfg.load()
+    names = s[cfg.EXPORTERS[signal]]
+    if s.is_set(cfg.EXPORTERS[signal]):
+        return [x for x in dict.fromkeys(names) if x != "none"]
+    if s[cfg.OTLP_ENDPOINT] or s[cfg.SIGNAL_ENDPOINT[signal]]:
         return ["otlp"]
     return ["file"]
 
 
-def _protocol(signal: str) -> str:
-    var = f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"
-    if not os.environ.get(var):
-        var = "OTEL_EXPORTER_OTLP_PROTOCOL"
-    raw = (os.environ.get(var) or "grpc").strip().lower()
-    if raw not in ("grpc", "http/protobuf"):
-        raise ValueError(f"{var}={raw!r}: expected grpc or http/protobuf")
-    return raw
+def _protocol(signal: str, settings: cfg.Settings) -> str:
+    return settings[cfg.SIGNAL_PROTOCOL[signal]] or settings[cfg.OTLP_PROTOCOL]
 
 
-def _otlp(signal: str) -> Any:
-    grpc = _protocol(signal) == "grpc"
+def _otlp(signal: str, settings: cfg.Settings) -> Any:
+    grpc = _protocol(signal, settings) == "grpc"
     if signal == "traces":
         if grpc:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -102,29 +86,66 @@ def _otlp(signal: str) -> Any:
     return OTLPLogExporter()
 
 
-def _exporter(signal: str, name: str) -> Any:
+def _exporter(signal: str, name: str, settings: cfg.Settings) -> Any:
     if name == "otlp":
-        return _otlp(signal)
+        return _otlp(signal, settings)
     if name == "file":
         from . import filestore as fs
 
         return {"traces": fs.FileSpanExporter, "metrics": fs.FileMetricExporter,
-                "logs": fs.FileLogExporter}[signal]()
+                "logs": fs.FileLogExporter}[signal](settings=settings)
     return {"traces": ConsoleSpanExporter, "metrics": ConsoleMetricExporter,
             "logs": ConsoleLogRecordExporter}[signal]()
 
 
-def _prometheus_reader() -> Any:
+PROMETHEUS_EXTRA = "pip install 'otelmw[prometheus]'"
+
+
+def _prometheus_reader(settings: cfg.Settings) -> Any:
+    """The Prometheus reader and its scrape endpoint, or ``None`` (one warning:
+    only metrics are lost, never the other signals) when the extra is missing
+    or the port cannot be bound."""
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
     except ImportError as exc:
-        raise ValueError("OTEL_METRICS_EXPORTER=prometheus needs "
-                         "`pip install otelmw[prometheus]`") from exc
-    host = os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-    port = int(os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464"))
-    start_http_server(port=port, addr=host)
+        logger.warning("otelmw: OTEL_METRICS_EXPORTER=prometheus needs the prometheus extra "
+                       "(%s): metrics are not exported; traces and logs are (%s)",
+                       PROMETHEUS_EXTRA, exc)
+        return None
+    host, port = settings[cfg.PROMETHEUS_HOST], settings[cfg.PROMETHEUS_PORT]
+    try:
+        start_http_server(port=port, addr=host)
+    except OSError as exc:
+        logger.warning("otelmw: Prometheus endpoint %s:%d: %s: metrics are not exported; "
+                       "traces and logs are", host, port, exc.strerror or exc)
+        return None
     return PrometheusMetricReader()
+
+
+def _metric_readers(names: list[str], settings: cfg.Settings) -> list[Any]:
+    readers = []
+    for name in names:
+        if name == "prometheus":
+            reader = _prometheus_reader(settings)
+            if reader is not None:
+                readers.append(reader)
+        else:
+            readers.append(PeriodicExportingMetricReader(
+                _exporter("metrics", name, settings),
+                export_interval_millis=settings[cfg.METRIC_EXPORT_INTERVAL],
+                export_timeout_millis=settings[cfg.METRIC_EXPORT_TIMEOUT]))
+    return readers
+
+
+def _sampler(settings: cfg.Settings) -> Sampler:
+    name, ratio = settings[cfg.SAMPLER], settings[cfg.SAMPLER_ARG]
+    if name == "traceidratio":
+        return sampling.TraceIdRatioBased(ratio)
+    if name == "parentbased_traceidratio":
+        return sampling.ParentBasedTraceIdRatio(ratio)
+    root = sampling.ALWAYS_OFF if name.endswith("always_off") else sampling.ALWAYS_ON
+    return sampling.ParentBased(root) if name.startswith("parentbased_") else root
 
 
 @dataclass
@@ -137,6 +158,7 @@ class Telemetry:
     logger_provider: Any = None
     owned: list[Any] = field(default_factory=list)  # providers otelmw created
     disabled: bool = False
+    shutdown_timeout_s: float = cfg.SHUTDOWN_TIMEOUT.default
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         ms = int(timeout_s * 1000)
@@ -144,8 +166,7 @@ class Telemetry:
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
         """Flush and stop otelmw's providers; returns False if the deadline hit."""
-        t = timeout_s if timeout_s is not None else float(
-            os.environ.get("OTELMW_SHUTDOWN_TIMEOUT", "5"))
+        t = timeout_s if timeout_s is not None else self.shutdown_timeout_s
         owned, self.owned = self.owned, []
         # One deadline for all providers (they shut down in parallel), not one each.
         ok = _bounded([p.shutdown for p in owned], t) if owned else True
@@ -183,45 +204,46 @@ _current: Telemetry | None = None
 
 
 def configure(service_name: str | None = None, *, pipeline: Pipeline | None = None,
-              propagate_threads: bool | None = None) -> Telemetry:
+              propagate_threads: bool | None = None,
+              settings: cfg.Settings | None = None) -> Telemetry:
     """Set up OpenTelemetry for otelmw and install the telemetry observer.
 
-    Idempotent: a second call returns the first result. Raises ``ValueError`` on
-    invalid configuration (a typo in an exporter name, capture mode, protocol,
-    ``OTELMW_HOOK_EVENTS``, ``OTELMW_MIDDLEWARE_METRICS``), before installing anything.
+    Idempotent: a second call returns the first result. ``settings`` default to
+    ``otelmw.settings.load()`` of the environment, which raises ``ValueError`` on
+    an invalid value (naming the variable, the value and what is allowed) before
+    anything is installed; auto-instrumentation passes leniently loaded settings.
     """
     global _current
     with _lock:
         if _current is not None:
             return _current
+        s = settings if settings is not None else cfg.load()
         pipe = pipeline if pipeline is not None else get_pipeline()
-        content = ContentPolicy.from_env()  # validate before installing anything
-        hook_events, layer_metrics = hook_events_mode(), middleware_metrics_on()
-        if _truthy("OTEL_SDK_DISABLED"):
+        content = ContentPolicy.from_settings(s)
+        if s[cfg.SDK_DISABLED]:
             _current = Telemetry(observer=None, disabled=True)
             return _current
-        choices = {s: exporter_choice(s) for s in SIGNALS}
-        for s in SIGNALS:  # a bad protocol must fail before any provider is installed
-            if "otlp" in choices[s]:
-                _protocol(s)
+        choices = {sig: exporter_choice(sig, s) for sig in SIGNALS}
         resource = Resource.create(
-            {} if os.environ.get("OTEL_SERVICE_NAME") or "service.name" in os.environ.get(
-                "OTEL_RESOURCE_ATTRIBUTES", "") else {"service.name": service_name or "otelmw"})
+            {} if s[cfg.SERVICE_NAME] or "service.name" in s[cfg.RESOURCE_ATTRIBUTES]
+            else {"service.name": service_name or "otelmw"})
         owned: list[Any] = []
         tp = trace.get_tracer_provider()
         if not isinstance(tp, TracerProvider):
-            tp = TracerProvider(resource=resource, shutdown_on_exit=False)
+            tp = TracerProvider(resource=resource, sampler=_sampler(s), shutdown_on_exit=False)
             for name in choices["traces"]:
                 tp.add_span_processor(BatchSpanProcessor(
-                    health.counting_span_exporter(_exporter("traces", name))))
+                    health.counting_span_exporter(_exporter("traces", name, s)),
+                    max_queue_size=s[cfg.BSP_MAX_QUEUE_SIZE],
+                    schedule_delay_millis=s[cfg.BSP_SCHEDULE_DELAY],
+                    max_export_batch_size=s[cfg.BSP_MAX_EXPORT_BATCH_SIZE],
+                    export_timeout_millis=s[cfg.BSP_EXPORT_TIMEOUT]))
             trace.set_tracer_provider(tp)
             owned.append(tp)
         mp = metrics.get_meter_provider()
         if not isinstance(mp, MeterProvider):
-            readers = [_prometheus_reader() if n == "prometheus" else
-                       PeriodicExportingMetricReader(_exporter("metrics", n))
-                       for n in choices["metrics"]]
-            mp = MeterProvider(resource=resource, metric_readers=readers,
+            mp = MeterProvider(resource=resource,
+                               metric_readers=_metric_readers(choices["metrics"], s),
                                shutdown_on_exit=False)
             metrics.set_meter_provider(mp)
             owned.append(mp)
@@ -230,19 +252,25 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["logs"]:
                 lp.add_log_record_processor(BatchLogRecordProcessor(
-                    health.counting_log_exporter(_exporter("logs", name))))
+                    health.counting_log_exporter(_exporter("logs", name, s)),
+                    max_queue_size=s[cfg.BLRP_MAX_QUEUE_SIZE],
+                    schedule_delay_millis=s[cfg.BLRP_SCHEDULE_DELAY],
+                    max_export_batch_size=s[cfg.BLRP_MAX_EXPORT_BATCH_SIZE],
+                    export_timeout_millis=s[cfg.BLRP_EXPORT_TIMEOUT]))
             _logs.set_logger_provider(lp)
             owned.append(lp)
         health.MAX_TEXT = max(4096, content.max_length)  # exporter guard's string bound
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures,
-                                     hook_events=hook_events, middleware_metrics=layer_metrics)
+                                     hook_events=s[cfg.HOOK_EVENTS],
+                                     middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
         health.install_queue_filter()
         health.register_drop_metric(observer.meter)
         pipe.observer = observer
-        if propagate_threads if propagate_threads is not None else not _truthy(
-                "OTELMW_NO_THREAD_PROPAGATION"):
+        if propagate_threads if propagate_threads is not None else not s[
+                cfg.NO_THREAD_PROPAGATION]:
             instrument_threads()
-        _current = Telemetry(observer, tp, mp, lp, owned)
+        _current = Telemetry(observer, tp, mp, lp, owned,
+                             shutdown_timeout_s=s[cfg.SHUTDOWN_TIMEOUT])
         atexit.register(_current.shutdown)
         return _current
 
