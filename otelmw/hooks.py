@@ -3,12 +3,15 @@
 Hooks are fail-open: a hook that raises, times out its own work or returns
 something unexpected never breaks the call. ``pre_tool_call`` may return a block
 directive and ``transform_tool_result`` a replacement string; the first valid
-one wins (as in Hermes). Sync calls close a coroutine returned by a hook (it
+one wins (as in Hermes); a directive whose action is a near miss of ``block``
+(``"Block"``, ``"blokc"``) and a non-string replacement are ignored, counted and
+warned once (the call goes on: fail-open). Sync calls close a coroutine returned by a hook (it
 cannot be awaited there) and count it as a failure.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -138,14 +141,26 @@ def block_message(ret: Any) -> str | None:
             return None
         raise TypeError(f"a directive's 'action' must be a str, got {type(action).__name__}")
     if not str.__eq__(action, "block"):
+        if _looks_like_block(action):  # a guard with a typo: the tool runs, visibly
+            raise ValueError(f"pre_tool_call returned {{'action': {str.__str__(action)[:40]!r}}}"
+                             ", not a block directive (did you mean 'block'?); the tool ran")
         return None
     msg = dict.get(ret, "message")
     return str.__str__(msg) if isinstance(msg, str) and str.__len__(msg) else BLOCKED_BY_PLUGIN
 
 
+def _looks_like_block(action: str) -> bool:
+    word = str.__str__(action)[:40].strip().lower()
+    return word == "block" or bool(difflib.get_close_matches(word, ["block"], n=1, cutoff=0.7))
+
+
 def plain_string(ret: Any) -> str | None:
-    """``pick`` of ``transform_tool_result``: a replacement string as a plain ``str``."""
-    return str.__str__(ret) if isinstance(ret, str) else None
+    """``pick`` of ``transform_tool_result``: a replacement string as a plain ``str``.
+    Anything else is refused (counted, warned once): the result stays as it was."""
+    if isinstance(ret, str):
+        return str.__str__(ret)
+    raise TypeError(f"transform_tool_result must return a str or None, got "
+                    f"{type(ret).__name__}; the result was kept")
 
 
 def first(results: list[Any]) -> Any:

@@ -211,6 +211,50 @@ def test_pre_tool_call_block_directive_stops_the_tool(mode: str) -> None:
     assert post == ["blocked"]
 
 
+@pytest.mark.parametrize("action", ["Block", "blokc", " BLOCK "])
+@pytest.mark.parametrize("mode", MODES)
+def test_malformed_block_directive_runs_the_tool_warns_once_and_counts(
+        mode: str, action: str, caplog: pytest.LogCaptureFixture) -> None:
+    p = Pipeline()
+    calls: list[Any] = []
+    p.registry.add_hook("pre_tool_call", hook(mode, "typo_guard", lambda **kw: {
+        "action": action, "message": "not allowed"}), plugin=PLUGIN)
+    with caplog.at_level("DEBUG", logger="otelmw"):
+        for _ in range(2):
+            assert run_tool(p, mode, {"a": 1}, lambda a: calls.append(a) or "ran") == "ran"
+    assert calls == [{"a": 1}, {"a": 1}]  # fail-open: the tool ran both times
+    assert p.failures.counts[("hook", "pre_tool_call", f"{PLUGIN}.typo_guard")] == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1, warned
+    assert f"{action!r}" in warned[0] and "did you mean 'block'?" in warned[0]
+    assert "the tool ran" in warned[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_other_directives_are_not_block_near_misses(mode: str) -> None:
+    p = Pipeline()
+    for i, ret in enumerate(({"action": "allow"}, {"action": "log"}, {"other": 1})):
+        p.registry.add_hook("pre_tool_call", hook(mode, f"h{i}", lambda r=ret, **kw: r),
+                            plugin=PLUGIN)
+    assert run_tool(p, mode, {"a": 1}, lambda a: "ran") == "ran"
+    assert p.failures.total() == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transform_tool_result_non_string_keeps_result_warns_once_and_counts(
+        mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    p = Pipeline()
+    p.registry.add_hook("transform_tool_result", hook(mode, "as_dict", lambda **kw: {
+        "text": kw["result"]}), plugin=PLUGIN)
+    with caplog.at_level("DEBUG", logger="otelmw"):
+        for _ in range(2):
+            assert run_tool(p, mode, {"a": 1}, lambda a: "original") == "original"
+    assert p.failures.counts[("hook", "transform_tool_result", f"{PLUGIN}.as_dict")] == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1, warned
+    assert "transform_tool_result must return a str or None, got dict" in warned[0]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_transform_tool_result_string_replaces_result(mode: str) -> None:
     p = Pipeline()
