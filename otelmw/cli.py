@@ -14,6 +14,17 @@ from .plugins import PluginManager
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     manager = PluginManager()
+    if args.action == "enable" and not args.force:
+        installed = sorted(manager.entry_points())
+        if args.name not in installed:
+            from .settings import closest
+
+            near = closest(args.name, installed)
+            print(f"otelmw: error: no installed plugin {args.name!r} (entry-point group "
+                  f"'otelmw.plugins'); installed: {', '.join(installed) or 'none'}"
+                  + (f"; did you mean {near!r}?" if near else "")
+                  + " (--force enables it anyway)", file=sys.stderr)
+            return 2
     if args.action in ("enable", "disable"):
         manager.set_enabled(args.name, args.action == "enable")
         print(f"{args.action}d {args.name} (in {manager.config.path})")
@@ -155,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("plugins", help="list, enable or disable plugins")
     g.add_argument("action", choices=["list", "enable", "disable"], nargs="?", default="list")
     g.add_argument("name", nargs="?")
+    g.add_argument("--force", action="store_true",
+                   help="enable: record NAME even if no such plugin is installed (yet)")
     g.set_defaults(func=_cmd_plugins)
     return parser
 

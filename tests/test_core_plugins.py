@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import types
@@ -364,6 +365,49 @@ def test_cli_plugins_list_in_a_real_subprocess(tmp_path: Path) -> None:
     ghost = [line for line in proc.stdout.splitlines() if line.startswith("ghost-plugin")]
     assert len(ghost) == 1
     assert "failed" in ghost[0] and "enabled but not installed" in ghost[0]
+
+
+def _installed_plugin_site(root: Path) -> Path:
+    """A directory holding a really installed plugin distribution (dist-info with an
+    ``otelmw.plugins`` entry point), for PYTHONPATH."""
+    site = root / "site"
+    info = site / "otelmw_sample_guard-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otelmw-sample-guard\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
+                                           "sample_guard = sample_guard_mod:register\n")
+    (site / "sample_guard_mod.py").write_text("def register(ctx):\n    pass\n")
+    return site
+
+
+def test_cli_enable_of_a_plugin_that_is_not_installed_is_an_error(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    site = _installed_plugin_site(tmp_path)
+    env = {**os.environ, "OTELMW_HOME": str(home),
+           "PYTHONPATH": os.pathsep.join(x for x in (str(site), os.environ.get("PYTHONPATH"))
+                                         if x)}
+    beside = Path(sys.executable).with_name("otelmw")
+    cmd = [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
+
+    def otelmw(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+
+    typo = otelmw("plugins", "enable", "sample_gaurd")
+    assert typo.returncode == 2
+    assert typo.stderr.startswith("otelmw: error: no installed plugin 'sample_gaurd'")
+    assert "installed: sample_guard;" in typo.stderr
+    assert "did you mean 'sample_guard'?" in typo.stderr and "--force" in typo.stderr
+    assert "Traceback" not in typo.stderr
+    assert not (home / "config.json").exists()  # nothing recorded
+
+    assert otelmw("plugins", "enable", "sample_guard").returncode == 0
+    forced = otelmw("plugins", "enable", "not_yet_installed", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert _config(home)["plugins"]["enabled"] == ["not_yet_installed", "sample_guard"]
+    listed = otelmw("plugins", "list")
+    assert re.search(r"^sample_guard\s+entry_point\s+loaded", listed.stdout, re.M), listed.stdout
 
 
 @pytest.mark.parametrize("mode", MODES)
