@@ -7,7 +7,7 @@ Nothing here imports OpenTelemetry. The names mirror the reference contract
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from random import getrandbits
@@ -68,6 +68,8 @@ class RuntimeContext:
     turn_id: str | None = None
     agent_name: str | None = None
     runtime_id: str | None = None
+    # The agent turn this context belongs to (``Pipeline.turn``), if any.
+    turn: TurnMark | None = field(default=None, compare=False, repr=False)
 
 
 _EMPTY_CONTEXT: Final = RuntimeContext()
@@ -76,9 +78,64 @@ _runtime_context: contextvars.ContextVar[RuntimeContext] = contextvars.ContextVa
 )
 
 
+class TurnMark:
+    """Shared by every context that holds one turn: the thread that started it,
+    copies carried into threads and tasks. A turn finished elsewhere (another
+    thread, or while a long-lived thread it started keeps its context) is left
+    lazily by each context that still holds it, at its next pipeline call."""
+
+    __slots__ = ("closed", "on_leave", "outer", "token")
+
+    def __init__(self, outer: RuntimeContext) -> None:
+        self.closed = False
+        self.outer = outer
+        self.token: contextvars.Token[RuntimeContext] | None = None
+        # The observer's part: restore its own context (OpenTelemetry's) here.
+        self.on_leave: Callable[[], None] | None = None
+
+    def leave_runtime(self) -> None:
+        """Back to the context the turn was started in (this Context's own token
+        when it is the starter's, else by value: a copy cannot reset it)."""
+        try:
+            if self.token is None:
+                raise ValueError
+            _runtime_context.reset(self.token)
+        except (ValueError, RuntimeError):
+            _runtime_context.set(self.outer)
+
+    def leave(self) -> RuntimeContext:
+        """Leave the finished turn in the calling context; its current context."""
+        self.leave_runtime()
+        if self.on_leave is not None:
+            try:
+                self.on_leave()
+            except Exception:  # an observer must not break the call path
+                pass
+        return current_runtime_context()
+
+
 def current_runtime_context() -> RuntimeContext:
-    """The runtime context of the calling task/thread (empty when none is set)."""
-    return _runtime_context.get()
+    """The runtime context of the calling task/thread (empty when none is set).
+    A context still holding a turn that has finished leaves it first: calls made
+    after a turn ended are never attributed (or parented) to it."""
+    ctx = _runtime_context.get()
+    mark = ctx.turn
+    if mark is not None and mark.closed:
+        return mark.leave()
+    return ctx
+
+
+def derive_context(outer: RuntimeContext, fields: dict[str, Any],
+                   turn: TurnMark | None) -> RuntimeContext:
+    """``outer`` with the fields that are set replaced (unset ones inherit)."""
+    def pick(name: str) -> Any:
+        value = fields.get(name)
+        return value if value is not None else getattr(outer, name)
+
+    return RuntimeContext(session_id=pick("session_id"), task_id=pick("task_id"),
+                          turn_id=pick("turn_id"), agent_name=pick("agent_name"),
+                          runtime_id=pick("runtime_id"),
+                          turn=turn if turn is not None else outer.turn)
 
 
 @contextmanager
@@ -95,14 +152,10 @@ def runtime_context(
     Unset fields inherit from an enclosing block, so a host can set the session
     once and the turn per turn. Contextvars carry it into asyncio tasks.
     """
-    outer = _runtime_context.get()
-    ctx = RuntimeContext(
-        session_id=session_id if session_id is not None else outer.session_id,
-        task_id=task_id if task_id is not None else outer.task_id,
-        turn_id=turn_id if turn_id is not None else outer.turn_id,
-        agent_name=agent_name if agent_name is not None else outer.agent_name,
-        runtime_id=runtime_id if runtime_id is not None else outer.runtime_id,
-    )
+    outer = current_runtime_context()
+    ctx = derive_context(outer, {"session_id": session_id, "task_id": task_id,
+                                 "turn_id": turn_id, "agent_name": agent_name,
+                                 "runtime_id": runtime_id}, None)
     token = _runtime_context.set(ctx)
     try:
         yield ctx

@@ -76,6 +76,10 @@ class PipelineObserver(Protocol):
     def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
         """The turn ended; ``failed`` marks a turn whose host swallowed an error."""
 
+    # Optional: ``turn_left(token)``, called in a context that still held the turn
+    # after it finished elsewhere (see ``contract.TurnMark``), to restore the
+    # observer's own context there.
+
     def call_enriched(self, call: CallInfo, result: Any, server_address: str | None,
                       server_port: int | None) -> Any:
         """A nested layer (e.g. the provider SDK under a host adapter) saw the raw

@@ -13,6 +13,7 @@ into ``"Tool Error: …"``).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from . import contract as c
@@ -68,11 +69,11 @@ class Turn:
     observer open an ``invoke_agent`` span. Use as a (sync or async) context
     manager, or call ``start()``/``finish()`` from host adapters."""
 
-    __slots__ = ("_cm", "_ctx", "_pipeline", "_token", "failed", "fields")
+    __slots__ = ("_ctx", "_mark", "_pipeline", "_token", "failed", "fields")
 
     def __init__(self, pipeline: Pipeline, fields: dict[str, Any]) -> None:
         self._pipeline, self.fields = pipeline, fields
-        self._cm: Any = None
+        self._mark: c.TurnMark | None = None
         self._token: Any = None
         self._ctx: c.RuntimeContext | None = None
         self.failed = False
@@ -82,21 +83,33 @@ class Turn:
         self.failed = True
 
     def start(self) -> c.RuntimeContext:
-        self._cm = c.runtime_context(**self.fields)
-        self._ctx = self._cm.__enter__()
+        outer = c.current_runtime_context()
+        mark = self._mark = c.TurnMark(outer)
+        self._ctx = c.derive_context(outer, self.fields, mark)
+        mark.token = c._runtime_context.set(self._ctx)
         obs = self._pipeline.observer
         if obs is not None:
-            self._token = obs.turn_started(self._ctx)
+            token = self._token = obs.turn_started(self._ctx)
+            turn_left = getattr(obs, "turn_left", None)
+            if token is not None and turn_left is not None:
+                mark.on_leave = partial(turn_left, token)
         return self._ctx
 
     def finish(self, error: BaseException | None = None) -> None:
+        """End the turn; from any thread. A context other than the caller's that
+        still holds the turn (the starter's thread, when finished elsewhere)
+        leaves it at its next pipeline call."""
+        mark = self._mark
+        if mark is None:
+            return
+        self._mark = None
+        mark.closed = True
         obs = self._pipeline.observer
         if obs is not None and self._token is not None:
             obs.turn_finished(self._token, error, self.failed)
         self._token = None
-        if self._cm is not None:
-            cm, self._cm = self._cm, None
-            cm.__exit__(None, None, None)
+        if c._runtime_context.get().turn is mark:  # the caller's context holds it
+            mark.leave_runtime()
 
     def __enter__(self) -> Turn:
         self.start()

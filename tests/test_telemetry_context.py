@@ -416,3 +416,115 @@ def test_32_threads_each_turn_has_its_own_trace(h: TelemetryHarness) -> None:
         for s in trace_spans:
             if s is not agent:
                 assert parent_id(s) in {x.context.span_id for x in trace_spans}
+
+
+# ------------------------------------------------------- context across turns
+def _trace_of(h: TelemetryHarness, name: str) -> int:
+    return h.one(name).context.trace_id
+
+
+def test_long_lived_thread_started_in_a_turn_does_not_parent_later_turns(
+        h: TelemetryHarness, instrumented: None) -> None:
+    """A worker started lazily inside turn A serves turns B and C: a request that
+    carries nothing runs outside every turn (never under A, which has ended); a
+    ``carry``-ed callable and executor work run in their caller's turn."""
+    p = h.pipeline
+    requests: Any = __import__("queue").Queue()
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    def serve() -> None:  # the host's loop: gets data, makes the pipeline call itself
+        while True:
+            item = requests.get()
+            if item is None:
+                return
+            name, done = item
+            if callable(name):
+                name()
+            else:
+                p.run_tool(name, {}, lambda a: "ok")
+            done.set()
+
+    server: threading.Thread | None = None
+    try:
+        for turn in "ABC":
+            with p.turn(f"agent-{turn}"):
+                if server is None:
+                    server = threading.Thread(target=serve)
+                    server.start()
+                pool.submit(p.run_tool, f"pooled-{turn}", {}, lambda a: "ok").result()
+                for item in (f"plain-{turn}", carry(
+                        lambda t=turn: p.run_tool(f"carried-{t}", {}, lambda a: "ok"))):
+                    done = threading.Event()
+                    requests.put((item, done))
+                    assert done.wait(10)
+    finally:
+        requests.put(None)
+        if server is not None:
+            server.join(10)
+        pool.shutdown()
+    for turn in "ABC":
+        agent = h.one(f"invoke_agent agent-{turn}")
+        for kind in ("pooled", "carried"):
+            assert is_child(h.one(f"execute_tool {kind}-{turn}"), agent), (kind, turn)
+    # Plain requests: A's runs while A is open (the thread was started in it);
+    # B's and C's are not parented into A's trace.
+    assert is_child(h.one("execute_tool plain-A"), h.one("invoke_agent agent-A"))
+    a_trace = _trace_of(h, "invoke_agent agent-A")
+    for turn in "BC":
+        plain = h.one(f"execute_tool plain-{turn}")
+        assert plain.context.trace_id != a_trace
+        assert plain.parent is None
+        assert "otelmw.turn.id" not in (plain.attributes or {})
+
+
+def test_turn_started_on_one_thread_finished_on_another(h: TelemetryHarness) -> None:
+    """``Turn.start()`` on thread X, ``finish()`` on thread Y: X's later calls are
+    not in the finished turn's trace, and X's context is back to what it was."""
+    import otelmw.contract as c
+
+    p = h.pipeline
+    before_otel, before_rc = otel_context.get_current(), c.current_runtime_context()
+    turn = p.turn("agent")
+    turn.start()
+    p.run_tool("inside", {}, lambda a: "ok")
+    finisher = threading.Thread(target=turn.finish)
+    finisher.start()
+    finisher.join()
+    p.run_tool("after", {}, lambda a: "ok")
+    agent = h.one("invoke_agent agent")
+    assert agent.end_time is not None
+    assert is_child(h.one("execute_tool inside"), agent)
+    after = h.one("execute_tool after")
+    assert after.context.trace_id != agent.context.trace_id and after.parent is None
+    assert "otelmw.turn.id" not in (after.attributes or {})
+    assert c.current_runtime_context() == before_rc
+    assert trace.get_current_span(otel_context.get_current()) is trace.get_current_span(
+        before_otel)
+    h.assert_clean()
+
+
+_host_var: contextvars.ContextVar[str] = contextvars.ContextVar("host_var", default="default")
+
+
+def test_instrument_threads_carries_only_telemetry_context(
+        h: TelemetryHarness, instrumented: None) -> None:
+    """A host's own ContextVar is not copied into executor work or threads (as
+    without otelmw); OpenTelemetry's and otelmw's context are."""
+    seen: dict[str, Any] = {}
+
+    def look(label: str) -> None:
+        seen[label] = (_host_var.get(), trace.get_current_span().get_span_context().span_id,
+                       __import__("otelmw").contract.current_runtime_context().turn_id)
+
+    token = _host_var.set("set by the caller")
+    try:
+        with h.pipeline.turn("agent", turn_id="turn-1"), ThreadPoolExecutor(1) as pool:
+            pool.submit(look, "submit").result()
+            t = threading.Thread(target=look, args=("thread",))
+            t.start()
+            t.join()
+    finally:
+        _host_var.reset(token)
+    agent_id = h.one("invoke_agent agent").context.span_id
+    assert seen == {"submit": ("default", agent_id, "turn-1"),
+                    "thread": ("default", agent_id, "turn-1")}

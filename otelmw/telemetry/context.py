@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.context import _RUNTIME_CONTEXT
 
 T = TypeVar("T")
@@ -38,6 +40,30 @@ def safe_detach(token: object) -> None:
         pass
 
 
+def restore_context(token: Any) -> None:
+    """Undo the ``attach`` that returned ``token`` in the calling context. A copy
+    of the attaching context (a thread or task it was carried into) cannot
+    detach the token: it gets the context from before the attach instead."""
+    try:
+        raw_detach(token)
+        return
+    except Exception:
+        pass
+    old = getattr(token, "old_value", None)
+    otel_context.attach(old if isinstance(old, otel_context.Context) else otel_context.Context())
+
+
+def end_current(token: Any, span: Any) -> None:
+    """Detach ``token`` when ending ``span``: in the attaching context, or in a
+    copy of it whose current span is still ``span``; other contexts (a turn
+    finished on an unrelated thread) are left as they are."""
+    try:
+        raw_detach(token)
+    except Exception:
+        if trace.get_current_span() is span:
+            restore_context(token)
+
+
 def carry(fn: Callable[..., T], ctx: contextvars.Context | None = None) -> Callable[..., T]:
     """Return ``fn`` bound to ``ctx`` (default: a copy of the caller's context).
 
@@ -55,23 +81,51 @@ def carry(fn: Callable[..., T], ctx: contextvars.Context | None = None) -> Calla
     return run
 
 
+# What ``instrument_threads`` carries: OpenTelemetry's current context and
+# otelmw's own variables (named ``otelmw_*``: runtime context, call state, host
+# adapters' turn state) — never the host's other ContextVars, which a worker
+# thread must see at their defaults as it would without otelmw.
+_OTEL_VAR: contextvars.ContextVar[Any] | None = getattr(_RUNTIME_CONTEXT, "_current_context",
+                                                         None)
+_OWN_PREFIX = "otelmw_"
+Carried = list[tuple[contextvars.ContextVar[Any], Any]]
+
+
+def telemetry_context() -> Carried:
+    """The caller's OpenTelemetry and otelmw context variables, to re-enter in a
+    worker (``run_carried``)."""
+    return [(var, value) for var, value in contextvars.copy_context().items()
+            if var is _OTEL_VAR or var.name.startswith(_OWN_PREFIX)]
+
+
+def _enter(carried: Carried, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
+    for var, value in carried:
+        var.set(value)
+    return fn(*args, **kwargs)
+
+
+def run_carried(carried: Carried, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a fresh Context holding only ``carried``."""
+    return contextvars.Context().run(_enter, carried, fn, args, kwargs)
+
+
 def _submit(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if args:
-        return wrapped(contextvars.copy_context().run, *args, **kwargs)
+        return wrapped(run_carried, telemetry_context(), *args, **kwargs)
     return wrapped(*args, **kwargs)
 
 
 def _thread_start(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    if not getattr(instance, "_otelmw_ctx", None):
-        instance._otelmw_ctx = contextvars.copy_context()
+    if getattr(instance, "_otelmw_ctx", None) is None:
+        instance._otelmw_ctx = telemetry_context()
     return wrapped(*args, **kwargs)
 
 
 def _thread_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    ctx = getattr(instance, "_otelmw_ctx", None)
-    if ctx is None:
+    carried = getattr(instance, "_otelmw_ctx", None)
+    if carried is None:
         return wrapped(*args, **kwargs)
-    return ctx.run(wrapped, *args, **kwargs)
+    return run_carried(carried, wrapped, *args, **kwargs)
 
 
 _lock = threading.Lock()
@@ -82,8 +136,11 @@ _THREAD_RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner"
 
 
 def instrument_threads() -> None:
-    """Propagate contextvars (OTel context + otelmw runtime context) into
-    ``ThreadPoolExecutor`` tasks and ``threading.Thread`` targets. Idempotent."""
+    """Propagate OpenTelemetry's context and otelmw's own context variables (not
+    the host's other ContextVars) into ``ThreadPoolExecutor`` tasks and
+    ``threading.Thread`` targets. Idempotent. A thread keeps what it was started
+    with; a turn that has finished meanwhile is left at the thread's next
+    pipeline call (``contract.TurnMark``)."""
     global _installed
     with _lock:
         if _installed:

@@ -23,7 +23,7 @@ from ..failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
 from ..results import NormalizedToolResult
 from . import attributes as a
 from .content import ContentPolicy
-from .context import safe_detach
+from .context import end_current, restore_context, safe_detach
 from .digests import type_name
 from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEvents, hook_events_mode
 from .layer_spans import ENV_MIDDLEWARE_METRICS, LayerSpans, middleware_metrics_on
@@ -359,12 +359,21 @@ class TelemetryObserver(LayerSpans, HookEvents):
             self._internal_failure("turn_started", exc)
             return None
 
+    def turn_left(self, token: Any) -> None:
+        """A context still holding a finished turn (its starter's thread when it
+        was finished on another, a thread it started) leaves it: back to the
+        OpenTelemetry context from before the turn."""
+        try:
+            restore_context(token[1])
+        except Exception as exc:
+            self._internal_failure("turn_left", exc)
+
     def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
         if token is None:
             return
         try:
             span, ctx_token, start, name = token
-            safe_detach(ctx_token)
+            end_current(ctx_token, span)
             mattrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
                                       a.GEN_AI_AGENT_NAME: name}
             if error is not None:

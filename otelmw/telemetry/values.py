@@ -86,7 +86,7 @@ def flatten_metadata(meta: Any) -> dict[str, Any]:
         if isinstance(value, bool | int | float):
             n = otlp_number(value)
             # An int beyond int64 is kept as its decimal text (bounded).
-            out[k] = n if n is not None else clean_str(_int_text(int.__int__(value)))
+            out[k] = n if n is not None else clean_str(_int_text(int.__int__(value)))  # type: ignore[arg-type]  # only ints are out of range
         elif isinstance(value, str):
             out[k] = clean_str(value)
     return out
