@@ -320,6 +320,31 @@ def test_with_the_openai_sdk_layer_each_request_has_exactly_one_chat_span(
     assert rx.metrics("gen_ai.client.operation.duration")
 
 
+def test_sdk_clients_that_are_mocks_or_proxies_keep_their_own_create(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """PraisonAI's ``test_create_completion_accepts_response_format`` (a MagicMock SDK
+    client) and a ``__getattr__`` proxy: the host call works and the mock's assertions
+    hold; the proxied real request still gets its chat span."""
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "foreign_resources.py")],
+                          env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    out = json.loads(line.removeprefix("RESULT "))
+    assert out["errors"] == []
+    assert out["mock_response_format"] is True
+    assert out["proxy_answer"] == server.default_text
+    assert len(server.requests) == 1 and out["proxy_response_id"] == \
+        server.requests[0].response_id
+    assert out["mock_after_uninstrument"] == ["MagicMock", 1]
+    assert out["failures"] == {}
+    rx.wait_for(lambda: len(rx.spans()) >= 2)
+    chats = rx.spans("chat gpt-4o-mini")
+    assert len(chats) == 2  # the mocked request and the proxied one
+    assert [c.attributes.get("gen_ai.response.id") for c in chats].count(
+        server.requests[0].response_id) == 1
+
+
 def test_otelmw_run_instruments_a_program_that_never_imports_otelmw(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     beside = Path(sys.executable).with_name("otelmw")

@@ -7,7 +7,9 @@
   or a stream whose last model request failed, marks the turn failed.
 * Model requests: the SDK clients PraisonAI's ``OpenAIClient`` builds get an instance-level
   ``create`` (chat completions, responses): one ``chat {model}`` span per SDK request on
-  every path; ``otelmw_openai``, when active, only enriches it.
+  every path; ``otelmw_openai``, when active, only enriches it. It is a proxy of the
+  ``create`` the resource had at patch time (mocks keep their assertions, ``__getattr__``
+  resources and proxies their target), and every fallback calls that original.
 * Tools: ``execute_tool``/``execute_tool_async`` through ``run_tool``/``arun_tool``
   (``raise_errors``: PraisonAI's error handling is unchanged), runtime id
   ``agent._runtime_id`` (missing/``"praisonai"``: native bypass). otelmw's normalizer for
@@ -24,6 +26,8 @@ import collections.abc
 import weakref
 from contextvars import Context, ContextVar, copy_context
 from typing import Any
+
+import wrapt
 
 from .. import contract as c
 from ..failures import INSTRUMENTATION, describe
@@ -276,19 +280,39 @@ def _note_llm(out: _Outcome) -> None:
         opened.llm_error = out.error
 
 
-def _create(resource: Any, api_mode: str, is_async: bool) -> Any:
-    """Instance-level ``create`` of a PraisonAI SDK resource (async: returns the awaitable)."""
+class _ResourceCreate(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """The instance-level ``create`` otelmw gives one PraisonAI SDK resource. It proxies
+    the ``create`` the resource had at patch time, so a mock's assertions, a proxy's or a
+    ``__getattr__`` resource's attributes still answer through it."""
 
-    def create(*args: Any, **kwargs: Any) -> Any:
-        try:  # the class attribute, so a class-level otelmw_openai wrapper runs inside
-            method = type(resource).create.__get__(resource, type(resource))
-            address, port = server_of(getattr(resource._client, "base_url", None))
+
+def _current_create(resource: Any, original: Any) -> Any:
+    """What to call for this request: a real SDK resource's class attribute, looked up
+    now (a class-level ``otelmw_openai`` wrapper installed later runs inside); for
+    anything else (mocks, proxies, ``__getattr__`` resources) the original callable."""
+    if getattr(original, "__self__", None) is resource:
+        owner = type(resource)
+        if callable(getattr(owner, "create", None)):
+            return owner.create.__get__(resource, owner)
+    return original
+
+
+def _create(resource: Any, original: Any, api_mode: str, is_async: bool) -> Any:
+    """Instance-level ``create`` of a PraisonAI SDK resource (async: returns the awaitable).
+    Every fallback calls ``original``, never a lookup that may be what failed."""
+
+    def create(wrapped: Any, instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+        try:
+            method = _current_create(resource, original)
+            address, port = server_of(getattr(getattr(resource, "_client", None), "base_url",
+                                              None))
             model = m if isinstance(m := kwargs.get("model"), str) else None
             opts: dict[str, Any] = {"provider": "openai", "model": model,
                                     "server_address": address, "server_port": port}
         except Exception as exc:
             _fail("chat", exc)
-            return type(resource).create(resource, *args, **kwargs)
+            return original(*args, **kwargs)
         if current_llm_call() is not None:  # an outer layer already has this request
             return method(*args, **kwargs)
         run = get_pipeline().arun_llm if is_async else get_pipeline().run_llm
@@ -297,20 +321,23 @@ def _create(resource: Any, api_mode: str, is_async: bool) -> Any:
             lambda ex: run(kwargs, ex, api_mode=api_mode, **opts),
             lambda: method(*args, **kwargs), _note_llm)
 
-    setattr(create, _MARK, True)
-    return create
+    return _ResourceCreate(original, create)
 
 
 def patch_client(client: Any) -> Any:
-    """Give one of PraisonAI's SDK clients its per-request ``create`` (idempotent)."""
+    """Give one of PraisonAI's SDK clients its per-request ``create`` (idempotent). A
+    resource whose instance already holds a ``create`` (ours, or one set on it) keeps it."""
     try:
         import openai
 
         is_async = isinstance(client, openai.AsyncOpenAI)
         for resource, api_mode in ((client.chat.completions, "chat_completions"),
                                    (client.responses, "responses")):
-            if "create" not in vars(resource):
-                resource.create = _create(resource, api_mode, is_async)
+            if "create" in vars(resource):
+                continue
+            original = resource.create  # kept: every fallback calls it
+            if callable(original):
+                resource.create = _create(resource, original, api_mode, is_async)
                 _patched_resources.add(resource)
     except Exception as exc:
         _fail("client", exc)
@@ -495,6 +522,7 @@ class PraisonAIInstrumentor(OtelmwInstrumentor):
             setattr(owner, name, original)
         self._properties = []
         for resource in list(_patched_resources):  # SDK clients built meanwhile
-            if getattr(vars(resource).get("create"), _MARK, False):
-                del resource.create
+            attrs = vars(resource)
+            if isinstance(attrs.get("create"), _ResourceCreate):
+                del attrs["create"]  # not ``delattr``: a mock would remember the deletion
         _patched_resources.clear()
