@@ -4,8 +4,9 @@
 ``NO_CONTENT`` (default; also ``false``), ``SPAN_ONLY`` (also ``true``),
 ``EVENT_ONLY``, ``SPAN_AND_EVENT``. ``OTELMW_CONTENT_MAX_LENGTH`` (default 4096
 characters) truncates each captured value. Before anything is exported the
-redactor (``set_redactor``; default masks API keys, bearer tokens and
-``key=value`` secrets) runs over the serialized text.
+redactor (``set_redactor``; ``default_redactor`` masks credential forms) runs over the
+serialized text — and, through ``redact``, over the error messages, status
+descriptions and middleware reasons recorded under every mode.
 """
 
 from __future__ import annotations
@@ -30,33 +31,88 @@ MODES: Final = cfg.CAPTURE_MODES
 ENV_MODE: Final = cfg.CAPTURE_CONTENT.name
 ENV_MAX: Final = cfg.CONTENT_MAX_LENGTH.name
 
-_SECRET_PATTERNS: Final = [
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}"),
-    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{12,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"),
-    re.compile(
-        r"(?i)(\"?(?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret|password)"
-        r"\"?\s*[:=]\s*\"?)([^\s\",}]{4,})"
-    ),
-]
 REDACTED: Final = "[REDACTED]"
+
+# Key names whose value is a secret: the name ends with one of these words
+# (``api_key``, ``X-Api-Key``, ``client_secret``, ``GITHUB_TOKEN``, ``Authorization``),
+# not merely contains it (``max_tokens``, ``token_count``, ``author`` are left alone).
+_SECRET_KEY: Final = (
+    r"[\w.-]*(?:api[_-]?key|apikey|auth|authorization|access[_-]?key|secret|password|passwd"
+    r"|passphrase|pwd|token|session[_-]?(?:id|key)|cookie|credentials?|private[_-]?key)"
+    r"(?![\w-])")
+_SCHEME: Final = r"(?:bearer|basic|token|digest|apikey)"
+# ``key = value`` / ``key: value`` with the key bare, quoted (JSON, Python reprs) or
+# quoted inside a JSON string (``\"key\"``); the value quoted (up to its closing quote,
+# escapes honoured, spaces included) or bare (up to a delimiter); an HTTP auth scheme
+# in front of the value is kept, the credential masked.
+_KEY_VALUE: Final = re.compile(
+    r"(?i)(?<![\w-])(?P<head>(?P<kq>\\?[\"']?)" + _SECRET_KEY + r"(?P=kq)\s*[:=]\s*)"
+    r"(?:(?P<q>\\?[\"'])(?P<qv>(?:(?!(?P=q))(?:\\.|[^\\\n]))+)(?P=q)"
+    r"|(?P<uv>(?:" + _SCHEME + r"\s+)?[^\s\"',;&}\])]+))")
+_SCHEME_VALUE: Final = re.compile(r"(?i)^(" + _SCHEME + r"\s+)\S")
+# A credential after an HTTP auth scheme anywhere in free text. ``Bearer`` in any case;
+# ``Basic``/``Token``/``Digest`` capitalized and followed by something credential-like
+# (a digit, a base64 character or a capital after the first letter), so prose ("Basic
+# usage", "Token Support") is left alone.
+_AUTH_SCHEME: Final = re.compile(
+    r"\b(?P<scheme>(?i:bearer)\s+|(?:Basic|Token|Digest)\s+"
+    r"(?=[\w.~+/=-]*[0-9+/=]|[\w.~+/=-][\w.~+/=-]*[A-Z]))[A-Za-z0-9._~+/=-]{8,}")
+# Well-known key formats, wherever they appear.
+_KNOWN_KEYS: Final = re.compile(
+    r"\bsk-ant-[A-Za-z0-9_-]{12,}"  # Anthropic
+    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}"  # OpenAI and alike (sk-proj-…)
+    r"|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"  # Stripe
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"  # GitHub
+    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"  # Slack
+    r"|\bglpat-[A-Za-z0-9_-]{20,}"  # GitLab
+    r"|\bAIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|\bhf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|\bnpm_[A-Za-z0-9]{36}"  # npm
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")  # JWTs
+_PRIVATE_KEY: Final = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)
+_URL_PASSWORD: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)")
+
+
+def _mask_key_value(m: re.Match[str]) -> str:
+    value = m.group("qv")
+    quote = m.group("q")
+    if value is None:
+        value, quote = m.group("uv"), ""
+    scheme = _SCHEME_VALUE.match(value)
+    kept = scheme.group(1) if scheme else ""
+    return f"{m.group('head')}{quote}{kept}{REDACTED}{quote}"
 
 
 def default_redactor(text: str) -> str:
-    """Mask API keys, bearer tokens and ``key: value`` secrets."""
-    for i, pat in enumerate(_SECRET_PATTERNS):
-        if i == len(_SECRET_PATTERNS) - 1:
-            text = pat.sub(lambda m: m.group(1) + REDACTED, text)
-        else:
-            text = pat.sub(REDACTED, text)
-    return text
+    """Mask credentials: private key blocks, passwords in URLs, ``key=value`` /
+    ``key: value`` secrets (bare, quoted, JSON, Python reprs; an auth scheme in front of
+    the value is kept), ``Bearer``/``Basic``/``Token`` credentials and well-known key
+    formats (``sk-…``, ``sk-ant-…``, ``sk_live_…``, ``AKIA…``, ``ghp_…``, ``github_pat_…``,
+    ``xox…-``, ``glpat-…``, ``AIza…``, ``hf_…``, ``npm_…``, JWTs)."""
+    if "PRIVATE KEY" in text:
+        text = _PRIVATE_KEY.sub(REDACTED, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(r"\1" + REDACTED + r"\2", text)
+    text = _KEY_VALUE.sub(_mask_key_value, text)
+    text = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + REDACTED, text)
+    return _KNOWN_KEYS.sub(REDACTED, text)
 
 
 Redactor = Callable[[str], str]
 _redactor: Redactor = default_redactor
+
+
+def redact(text: str) -> str:
+    """The installed redactor over ``text`` (the default when it raises or returns
+    something else than a ``str``): captured content, error descriptions, free-text
+    middleware ``reason``s all pass through here."""
+    try:
+        out = _redactor(text)
+    except Exception:
+        return default_redactor(text)
+    return out if isinstance(out, str) else default_redactor(text)
 
 
 def set_redactor(redactor: Redactor | None) -> None:
@@ -122,10 +178,7 @@ class ContentPolicy:
                 text = reprlib.repr(value)
             except Exception:
                 text = f"<{type(value).__name__}>"
-        try:
-            text = _redactor(text)
-        except Exception:
-            text = default_redactor(text)
+        text = redact(text)
         if len(text) > self.max_length:
             text = text[: self.max_length - 15] + "…[truncated]"
         if not text.isascii():  # lone surrogates would make the OTLP batch fail

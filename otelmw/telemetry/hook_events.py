@@ -15,6 +15,7 @@ from .. import settings as cfg
 from ..contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
 from ..results import NormalizedToolResult
 from . import attributes as a
+from .content import redact
 from .observer_core import ObserverCore, digest_once
 from .values import clean_str as _c
 from .values import error_type
@@ -65,7 +66,9 @@ class HookEvents(ObserverCore):
                 attrs[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
         trace_entries = payload.get("middleware_trace")
         if trace_entries:
-            attrs[a.OTELMW_MIDDLEWARE_TRACE] = json.dumps(trace_entries, default=str)[:4096]
+            # free-text ``reason``s: the redactor's, as every other text
+            attrs[a.OTELMW_MIDDLEWARE_TRACE] = redact(
+                json.dumps(trace_entries, default=str)[:4096])
         body: dict[str, Any] = {}
         for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
                           ("args", a.OTELMW_TOOL_ARGS_DIGEST)):

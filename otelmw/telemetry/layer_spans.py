@@ -24,7 +24,7 @@ from .observer_core import (
     _set_span_in_context,
     mark_exception,
 )
-from .values import MAX_STR
+from .values import MAX_STR, short_text
 from .values import clean_str as _c
 
 _INTERNAL = SpanKind.INTERNAL
@@ -126,7 +126,7 @@ class LayerSpans(ObserverCore):
                     extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
                                                             for k in changed_keys[:64]]
                     if reason:
-                        extra[a.OTELMW_REWRITE_REASON] = _c(reason, MAX_STR)
+                        extra[a.OTELMW_REWRITE_REASON] = short_text(reason, MAX_STR)
                 self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
                                            a.OTELMW_MIDDLEWARE_KIND: token[3][0].kind})
             elif outcome == FAILED and error is None:

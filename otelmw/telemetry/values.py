@@ -2,7 +2,7 @@
 
 Host-provided names and ids are bounded and made valid UTF-8 (a lone surrogate
 would make protobuf reject the whole export batch); error descriptions are
-redacted and shortened.
+redacted (by the installed redactor, ``content.redact``) and shortened.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import attributes as a
-from .content import default_redactor
+from .content import redact
 
 MAX_STR = 1024
 _MAX_META_KEYS = 32
@@ -43,7 +43,7 @@ def short_text(text: Any, limit: int = MAX_STR) -> str:
         s = text if isinstance(text, str) else str(text)
     except Exception:
         s = "<unprintable>"
-    s = default_redactor(s[: limit * 2])
+    s = redact(s[: limit * 2])
     return str(clean_str(s if len(s) <= limit else s[: limit - 1] + "…", limit))
 
 

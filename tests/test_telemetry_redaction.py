@@ -1,0 +1,153 @@
+"""The default redactor, form by form, and where it applies: captured content, tool
+error messages (recorded by default), exception status descriptions and free-text
+middleware ``reason``s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _telemetry_fixtures import TOOL, TelemetryHarness, all_exported_text, run_call
+
+from otelmw.telemetry import default_redactor, set_redactor
+from otelmw.telemetry.content import NO_CONTENT, REDACTED, SPAN_AND_EVENT
+
+R = REDACTED
+# (form, text, the text as it must be exported); the secret is what differs.
+REDACTION_TABLE: list[tuple[str, str, str]] = [
+    ("key=value", "password=hunter2 next", f"password={R} next"),
+    ("key=value in a query string", "GET /v1?api_key=abcd1234&q=x",
+     f"GET /v1?api_key={R}&q=x"),
+    ("key: value", "secret: s3cr3t-value", f"secret: {R}"),
+    ("header", "X-Api-Key: 9f8e7d6c5b4a", f"X-Api-Key: {R}"),
+    ("env style", "GITHUB_TOKEN=abc123def456", f"GITHUB_TOKEN={R}"),
+    ("client secret", "client_secret = 'xyz-987-abc'", f"client_secret = '{R}'"),
+    ("python dict repr", "{'password': 'hunter2'}", f"{{'password': '{R}'}}"),
+    ("python repr with spaces in the value", "{'passphrase': 'correct horse battery'}",
+     f"{{'passphrase': '{R}'}}"),
+    ("json", '{"api_key": "abcd1234", "user": "bob"}', f'{{"api_key": "{R}", "user": "bob"}}'),
+    ("json with an escaped quote in the value", '{"password": "pa\\"ss"}',
+     f'{{"password": "{R}"}}'),
+    ("json inside a json string", '{"q": "{\\"password\\": \\"s3cr3t\\"}"}',
+     f'{{"q": "{{\\"password\\": \\"{R}\\"}}"}}'),
+    ("authorization token scheme", "Authorization: Token abcdef1234567890",
+     f"Authorization: Token {R}"),
+    ("authorization basic in a dict repr",
+     "{'Authorization': 'Basic dXNlcjpQYXNzd29yZA=='}", f"{{'Authorization': 'Basic {R}'}}"),
+    ("authorization bearer", "authorization=Bearer abc.def.ghi123", f"authorization=Bearer {R}"),
+    ("bearer in free text", "sent Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig today",
+     f"sent Bearer {R} today"),
+    ("basic in free text", "with Basic dXNlcjpwYXNzMTIz then", f"with Basic {R} then"),
+    ("token scheme in free text", "header Token 0a1b2c3d4e5f6a7b", f"header Token {R}"),
+    ("openai key", "key sk-proj-AbCdEf0123456789xyz end", f"key {R} end"),
+    ("anthropic key", "sk-ant-api03-abcdefghijklmnop", R),
+    ("stripe key", "sk_live_51HxYzAbCdEfGh", R),
+    ("aws access key id", "AKIAIOSFODNN7EXAMPLE in use", f"{R} in use"),
+    ("github token", "ghp_abcdefghijklmnopqrstuvwxyz0123", R),
+    ("github fine-grained token", "github_pat_11ABCDEFG0123456789_abcdefghij", R),
+    ("slack token", "xoxb-1234567890-abcdefghij", R),
+    ("gitlab token", "glpat-abcdefghij0123456789", R),
+    ("google api key", "AIzaSyA1234567890abcdefghijklmnopqrstuv", R),
+    ("hugging face token", "hf_abcdefghijklmnopqrstuvwxyz0123456789", R),
+    ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+     R),
+    ("url with password", "postgres://bob:s3cret@db.internal:5432/app",
+     f"postgres://bob:{R}@db.internal:5432/app"),
+    ("private key block", "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE "
+     "KEY-----", R),
+]
+# Text that looks close but holds no credential: unchanged.
+UNCHANGED = [
+    "max_tokens=100, token_count: 5, input_tokens: 12",
+    "author: Bob; authority=high",
+    "Basic usage: call it with Token support",
+    "bearer of bad news",
+    "the password policy says: at least 12 characters",
+    "nothing secret here",
+]
+
+
+@pytest.mark.parametrize(("form", "text", "expected"), REDACTION_TABLE,
+                         ids=[row[0] for row in REDACTION_TABLE])
+def test_default_redactor_masks_each_credential_form(form: str, text: str,
+                                                     expected: str) -> None:
+    assert default_redactor(text) == expected
+
+
+@pytest.mark.parametrize("text", UNCHANGED)
+def test_default_redactor_leaves_look_alikes_unchanged(text: str) -> None:
+    assert default_redactor(text) == text
+
+
+@pytest.fixture
+def harness() -> Iterator[TelemetryHarness]:
+    h = TelemetryHarness(NO_CONTENT, hook_events="all")
+    yield h
+    h.close()
+
+
+def _secret_of(text: str, expected: str) -> str:
+    """The part of ``text`` the table says must go (longest run absent from expected)."""
+    parts = [p for p in text.replace("'", " ").replace('"', " ").split()
+             if len(p) >= 6 and p not in expected]
+    return max(parts, key=len) if parts else text
+
+
+@pytest.mark.parametrize(("form", "text", "expected"), REDACTION_TABLE,
+                         ids=[row[0] for row in REDACTION_TABLE])
+def test_tool_error_messages_and_exceptions_are_redacted_by_default(
+        form: str, text: str, expected: str, harness: TelemetryHarness) -> None:
+    def tool(args: Any) -> Any:
+        raise RuntimeError(f"upstream said: {text}")
+
+    def llm(request: Any) -> Any:
+        raise ValueError(f"provider said: {text}")
+
+    run_call(harness.pipeline, "sync", "tool", {"a": 1}, tool)
+    with pytest.raises(ValueError):
+        run_call(harness.pipeline, "sync", "llm", {"messages": []}, llm)
+    span = harness.one(f"execute_tool {TOOL}")
+    assert span.attributes["otelmw.result.error_message"] == f"upstream said: {expected}"
+    exported = "\n".join(all_exported_text(harness))
+    assert _secret_of(text, expected) not in exported
+    assert f"provider said: {expected}" in exported  # the chat span's status description
+
+
+@pytest.mark.parametrize("mode", [NO_CONTENT, SPAN_AND_EVENT])
+def test_middleware_reasons_pass_through_the_redactor(mode: str) -> None:
+    h = TelemetryHarness(mode, hook_events="all")
+    try:
+        reason = "added header {'Authorization': 'Basic dXNlcjpQYXNzd29yZA=='}"
+
+        def rewrite(**kw: Any) -> Any:
+            return {"args": {**kw["args"], "x": 1}, "reason": reason, "source": "auth"}
+
+        h.pipeline.registry.add_middleware("tool_request", rewrite, "auth")
+        h.pipeline.registry.add_hook("post_tool_call", lambda **kw: None, "obs")
+        run_call(h.pipeline, "sync", "tool", {"a": 1}, lambda a: "ok")
+        rewrite_span = [s for s in h.spans() if "otelmw.rewrite.reason" in s.attributes]
+        assert len(rewrite_span) == 1
+        assert rewrite_span[0].attributes["otelmw.rewrite.reason"] == \
+            f"added header {{'Authorization': 'Basic {R}'}}"
+        exported = "\n".join(all_exported_text(h))
+        assert "dXNlcjpQYXNzd29yZA" not in exported
+        traces = [t for t in all_exported_text(h) if t.startswith("[{") and "reason" in t]
+        assert traces and all(f"Basic {R}" in t for t in traces)  # hook events' traces
+    finally:
+        h.close()
+
+
+def test_an_installed_redactor_applies_to_error_messages_and_reasons(
+        harness: TelemetryHarness) -> None:
+    set_redactor(lambda text: text.replace("internal-host-42", "<host>"))
+    try:
+        def tool(args: Any) -> Any:
+            raise RuntimeError("cannot reach internal-host-42")
+
+        run_call(harness.pipeline, "sync", "tool", {"a": 1}, tool)
+    finally:
+        set_redactor(None)
+    span = harness.one(f"execute_tool {TOOL}")
+    assert span.attributes["otelmw.result.error_message"] == "cannot reach <host>"
+    assert span.status.description == "cannot reach <host>"
