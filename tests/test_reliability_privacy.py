@@ -245,3 +245,94 @@ def test_capture_redacts_secrets_and_truncates(tmp_path: Path, server: ScriptedL
     for needle in (API_KEY, ANT_KEY, BEARER.split()[1], API_KEY[:20], ANT_KEY[:20]):
         assert needle.encode() not in blob, needle
     assert not re.search(rb"sk-(proj|ant)-[A-Za-z0-9]{12}", blob)
+
+
+ERROR_AGENT = textwrap.dedent(r"""
+    import asyncio, json, os
+    import anthropic, openai
+    from otelmw import get_pipeline
+    from otelmw.instrumentation.anthropic import AnthropicInstrumentor
+    from otelmw.instrumentation.openai import OpenAIInstrumentor
+    from otelmw.telemetry.setup import configure
+
+    C = os.environ["T_CANARY"]
+    BASE, ROOT = os.environ["T_BASE_URL"], os.environ["T_ROOT_URL"]
+    tel = configure("privacy-errors")
+    pipe = get_pipeline()
+    pipe.registry.add_middleware("llm_execution", lambda **kw: kw["next_call"](), "priv")
+    pipe.registry.add_hook("api_request_error", lambda **kw: None, "priv")  # log records
+    OpenAIInstrumentor().instrument()
+    AnthropicInstrumentor().instrument()
+    oc = openai.OpenAI(base_url=BASE, api_key="dummy", max_retries=0)
+    ac = anthropic.Anthropic(base_url=ROOT, api_key="dummy", max_retries=0)
+    msgs = [{"role": "user", "content": f"my prompt {C}"}]
+    caught = []
+
+    async def async_call():
+        aoc = openai.AsyncOpenAI(base_url=BASE, api_key="dummy", max_retries=0)
+        await aoc.chat.completions.create(model="gpt-err", messages=msgs)
+
+    calls = [lambda: oc.chat.completions.create(model="gpt-err", messages=msgs),
+             lambda: asyncio.run(async_call()),
+             lambda: list(oc.chat.completions.create(model="gpt-err", messages=msgs,
+                                                     stream=True)),
+             lambda: ac.messages.create(model="claude-err", max_tokens=16, messages=msgs),
+             lambda: list(ac.messages.create(model="claude-err", max_tokens=16, messages=msgs,
+                                             stream=True))]
+    for call in calls:
+        try:
+            with pipe.turn("privacy-errors"):
+                call()
+        except (openai.BadRequestError, anthropic.BadRequestError) as exc:
+            caught.append(C in str(exc))  # the SDK's own message does echo the prompt
+    print(json.dumps({"caught": caught, "shutdown_ok": tel.shutdown(timeout_s=20)}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("sink", ["otlp", "store"])
+def test_provider_error_bodies_echoing_the_prompt_are_not_exported_by_default(
+        tmp_path: Path, sink: str) -> None:
+    """An HTTP 400 ``Invalid content: <the user's text>`` from the provider, through the
+    real openai (sync, async, stream) and anthropic (sync, stream) SDKs: the chat spans
+    (and the layer and turn spans the error crosses) say the error's type and code."""
+    with ScriptedLLMServer() as server:
+        for _ in range(5):
+            server.push_error(400, f"Invalid content: my prompt {CANARY}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+        env.update(OTELMW_HOME=str(tmp_path / "home"), OTELMW_DATA_DIR=str(tmp_path / "store"),
+                   T_CANARY=CANARY, T_BASE_URL=server.base_url, T_ROOT_URL=server.root_url,
+                   OTEL_METRIC_EXPORT_INTERVAL="60000", PYTHONUNBUFFERED="1")
+        with OtlpReceiver() as rx:
+            if sink == "otlp":
+                env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.grpc_endpoint
+            proc = subprocess.run([sys.executable, "-c", ERROR_AGENT], env=env, cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+            out = json.loads(proc.stdout.strip().splitlines()[-1])
+            assert out == {"caught": [True] * 5, "shutdown_ok": True}
+            assert [r.status for r in server.requests] == [400] * 5
+            if sink == "otlp":
+                rx.wait_for(lambda: len(rx.spans()) >= 15)
+                blob = _otlp_blobs(rx)
+                statuses = {(s.name, s.status_message) for s in rx.spans()}
+            else:
+                blob = _store_blobs(tmp_path / "store")
+                statuses = {(s["name"], s.get("status", {}).get("message"))
+                            for s in _store_spans(blob)}
+    assert CANARY.encode() not in blob
+    assert b"Invalid content" not in blob
+    described = {"chat gpt-err": "BadRequestError: HTTP 400, invalid_request_error",
+                 "chat claude-err": "BadRequestError: HTTP 400, invalid_request_error"}
+    for name, message in described.items():
+        assert (name, message) in statuses, sorted(statuses)
+    assert ("invoke_agent privacy-errors",
+            "BadRequestError: HTTP 400, invalid_request_error") in statuses
+
+
+def _store_spans(blob: bytes) -> list[dict[str, Any]]:
+    spans = []
+    for request in json.loads(blob):
+        for rs in request.get("resourceSpans", []):
+            for ss in rs.get("scopeSpans", []):
+                spans.extend(ss.get("spans", []))
+    return spans

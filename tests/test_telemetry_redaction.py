@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support.components import require_module
 from _telemetry_fixtures import TOOL, TelemetryHarness, all_exported_text, run_call
 
 from otelmw.telemetry import default_redactor, set_redactor
@@ -151,3 +152,31 @@ def test_an_installed_redactor_applies_to_error_messages_and_reasons(
     span = harness.one(f"execute_tool {TOOL}")
     assert span.attributes["otelmw.result.error_message"] == "cannot reach <host>"
     assert span.status.description == "cannot reach <host>"
+
+
+@pytest.mark.parametrize("mode", [NO_CONTENT, SPAN_AND_EVENT])
+def test_provider_error_description_follows_the_capture_mode(mode: str) -> None:
+    openai = require_module("openai")
+    import httpx
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    body = {"message": "Invalid content: the user's text sk-proj-AbCdEf0123456789xyz",
+            "type": "invalid_request_error", "param": None, "code": "content_invalid"}
+    exc = openai.BadRequestError("Error code: 400 - " + str(body),
+                                 response=httpx.Response(400, request=request), body=body)
+    h = TelemetryHarness(mode)
+    try:
+        def llm(request: Any) -> Any:
+            raise exc
+
+        with pytest.raises(openai.BadRequestError):
+            run_call(h.pipeline, "sync", "llm", {"messages": []}, llm)
+        description = h.spans()[-1].status.description
+    finally:
+        h.close()
+    if mode == NO_CONTENT:
+        assert description == ("BadRequestError: HTTP 400, invalid_request_error, "
+                               "code content_invalid")
+    else:  # content is on spans anyway: the message, redacted
+        assert "Invalid content: the user's text" in description
+        assert "sk-proj-AbCdEf" not in description

@@ -99,7 +99,7 @@ class LayerSpans(ObserverCore):
                 pass
             span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
             if error is not None:
-                mark_exception(span, error)
+                mark_exception(span, error, with_content=self.content.on_spans)
             span.end()
             if self.layer_metrics:
                 self.inst.middleware_duration.record(

@@ -282,7 +282,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             span.set_attributes(attrs)
         if error is not None:
-            mark_exception(span, error, mattrs)
+            mark_exception(span, error, mattrs, with_content=self.content.on_spans)
         span.end()
         inst = self.inst
         inst.operation_duration.record(duration, mattrs)
@@ -295,7 +295,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
     def _end_tool(self, op: OpState, error: BaseException | None) -> None:
         span = op.span
         if error is not None:
-            mark_exception(span, error, op.attrs)
+            mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
         span.end()
         self.inst.tool_duration.record(time.perf_counter() - op.start, op.attrs)
 
@@ -335,7 +335,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
                 attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
             span.set_attributes(attrs)
         if isinstance(raw, BaseException):
-            mark_exception(span, raw, op.attrs)
+            mark_exception(span, raw, op.attrs, with_content=self.content.on_spans)
         elif not success and not blocked:
             mark_error(span, "tool_error", short_text(normalized.error_message, 256), op.attrs)
         self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
@@ -377,7 +377,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             mattrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
                                       a.GEN_AI_AGENT_NAME: name}
             if error is not None:
-                mark_exception(span, error, mattrs)
+                mark_exception(span, error, mattrs, with_content=self.content.on_spans)
             elif failed:
                 mark_error(span, "turn_failed", "the agent turn failed", mattrs)
             span.end()

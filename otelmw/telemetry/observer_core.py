@@ -18,7 +18,7 @@ from .content import ContentPolicy
 from .digests import digest
 from .metrics import Instruments
 from .responses import ResponseFacts
-from .values import error_type, put_present, short_text
+from .values import error_description, error_type, put_present
 
 # Bound once: these run per call and per middleware layer.
 _attach, _set_span_in_context, _perf_counter = (
@@ -35,8 +35,11 @@ def mark_error(span: trace.Span, etype: str, message: str,
 
 
 def mark_exception(span: trace.Span, exc: BaseException,
-                   metric_attrs: dict[str, Any] | None = None) -> None:
-    mark_error(span, error_type(exc), short_text(exc, 256), metric_attrs)
+                   metric_attrs: dict[str, Any] | None = None, *,
+                   with_content: bool = False) -> None:
+    """``with_content``: content capture puts content on spans, so a provider's error
+    body may be the description too (redacted); otherwise its type and code only."""
+    mark_error(span, error_type(exc), error_description(exc, with_content), metric_attrs)
 
 
 class OpState:

@@ -75,6 +75,42 @@ def _int_text(value: int) -> str:
         return f"<int of {int.bit_length(value)} bits>"
 
 
+def provider_error_summary(exc: BaseException) -> str | None:
+    """For an error made from a provider's HTTP error response (the openai and anthropic
+    SDKs' ``APIStatusError`` and alike: an int ``status_code`` and a ``body``), its type,
+    HTTP status, error type and code — never the body's message, which providers fill
+    with the request's content (``Invalid content: <the prompt>``). ``None`` for any
+    other exception. Never raises."""
+    try:
+        status = getattr(exc, "status_code", None)
+        if type(status) is not int or not hasattr(exc, "body"):
+            return None
+        body = getattr(exc, "body", None)
+        detail = body.get("error", body) if isinstance(body, dict) else None
+        if not isinstance(detail, dict):
+            detail = {}
+        parts = [f"HTTP {status}"]
+        kind = detail.get("type") or getattr(exc, "type", None)
+        code = detail.get("code") or getattr(exc, "code", None)
+        if isinstance(kind, str) and kind:
+            parts.append(kind)
+        if isinstance(code, str | int) and not isinstance(code, bool) and code:
+            parts.append(f"code {code}")
+        return short_text(f"{type(exc).__name__}: {', '.join(parts)}", 256)
+    except Exception:
+        return None
+
+
+def error_description(exc: BaseException, with_content: bool) -> str:
+    """A span's status description for ``exc``: redacted and bounded; a provider error
+    response is summarized by ``provider_error_summary`` unless content goes on spans."""
+    if not with_content:
+        summary = provider_error_summary(exc)
+        if summary is not None:
+            return summary
+    return short_text(exc, 256)
+
+
 def flatten_metadata(meta: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(meta, dict):
