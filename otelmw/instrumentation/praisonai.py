@@ -280,7 +280,7 @@ def _note_llm(out: _Outcome) -> None:
         opened.llm_error = out.error
 
 
-class _ResourceCreate(wrapt.FunctionWrapper):  # type: ignore[misc]
+class _ResourceCreate(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """The instance-level ``create`` otelmw gives one PraisonAI SDK resource. It proxies
     the ``create`` the resource had at patch time, so a mock's assertions, a proxy's or a
     ``__getattr__`` resource's attributes still answer through it."""
@@ -291,9 +291,10 @@ def _current_create(resource: Any, original: Any) -> Any:
     now (a class-level ``otelmw_openai`` wrapper installed later runs inside); for
     anything else (mocks, proxies, ``__getattr__`` resources) the original callable."""
     if getattr(original, "__self__", None) is resource:
-        owner = type(resource)
-        if callable(getattr(owner, "create", None)):
-            return owner.create.__get__(resource, owner)
+        owner: Any = type(resource)
+        create = getattr(owner, "create", None)
+        if callable(create):
+            return create.__get__(resource, owner)
     return original
 
 
