@@ -4,41 +4,20 @@ and ``run`` instrumenting a program that never imports otelmw."""
 
 from __future__ import annotations
 
+import datetime
 import re
-import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli_helpers import TRACE_LINE, ok, otelmw, pythonpath, waterfall_rows
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 from otelmw.telemetry.filestore import read_requests
 from otelmw.telemetry.treeview import SpanView, spans_from_requests
-
-TIMEOUT = 90
-TRACE_LINE = re.compile(r"^trace ([0-9a-f]{32})$")
-
-
-def otelmw_cmd() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("otelmw")
-    return [found] if found else [sys.executable, "-m", "otelmw.cli"]
-
-
-def otelmw(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*otelmw_cmd(), *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def stored_spans(store: Path) -> list[SpanView]:
@@ -51,17 +30,6 @@ def depth_of(span: SpanView, by_id: dict[str, SpanView]) -> int:
         span = by_id[span.parent_id]
         depth += 1
     return depth
-
-
-def tree_rows(text: str) -> list[tuple[int, str]]:
-    """(depth, span name) for each rendered tree line."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip() or TRACE_LINE.match(line):
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        rows.append((indent // 2, line.strip().split("  ", 1)[0]))
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +48,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         socket.socket.connect_ex = _refuse
     """))
     store = root / "store"
-    env = clean_env(root, OTELMW_DATA_DIR=str(store), PYTHONPATH=str(offline))
+    env = clean_env(root, OTELMW_DATA_DIR=str(store), PYTHONPATH=pythonpath(offline))
     proc = ok(otelmw("demo", env=env, cwd=root))
     return {"root": root, "store": store, "env": env, "proc": proc}
 
@@ -93,12 +61,12 @@ def test_demo_runs_offline_prints_trees_and_writes_the_store(demo_store: dict[st
     for tool in ("get_weather", "get_stock", "calculate"):
         assert f"execute_tool {tool}" in out
     for outcome in ("rewritten", "passed", "short_circuit", "failed_before_next"):
-        assert f"middleware.outcome={outcome}" in out, outcome
+        assert f"outcome={outcome}" in out, outcome
     assert "[ERROR]" in out
-    assert "result.error_message=ticker 'ZZZZ' not found" in out  # vendor error normalized
-    assert "type=tool_error" in out
-    assert "type=builtins.ZeroDivisionError" in out  # a raising tool
-    assert "middleware failures (fail-open): 1" in out
+    assert "error=ticker 'ZZZZ' not found" in out  # vendor error normalized
+    assert "error.type=tool_error" in out
+    assert "error.type=builtins.ZeroDivisionError" in out  # a raising tool
+    assert "1 middleware failure absorbed (fail-open)" in out
     assert f"stored in {demo_store['store'].resolve()}" in out
     assert "demo guard failed once before next_call" in demo_store["proc"].stderr
     assert "network disabled" not in demo_store["proc"].stderr
@@ -113,27 +81,54 @@ def test_demo_runs_offline_prints_trees_and_writes_the_store(demo_store: dict[st
     assert len(spans) == 44
     # the printed trees show exactly the stored spans, each at its depth
     by_id = {s.span_id: s for s in spans}
-    tree_part = out.split("\n\nprovider calls:")[0]
-    assert sorted(tree_rows(tree_part.split("answer:", 1)[1].split("\n", 1)[1])) == sorted(
-        (depth_of(s, by_id), s.name) for s in spans)
+    assert sorted(waterfall_rows(out)) == sorted((depth_of(s, by_id), s.name) for s in spans)
+
+
+def _list_rows(stdout: str) -> list[list[str]]:
+    """The cells of ``traces list`` output (columns are two or more spaces apart)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in stdout.splitlines() if line.strip()]
 
 
 def test_traces_list_shows_the_demo_traces(demo_store: dict[str, Any]) -> None:
     spans = stored_spans(demo_store["store"])
-    trace_ids = {s.trace_id for s in spans}
+    by_trace: dict[str, list[SpanView]] = {}
+    for s in spans:
+        by_trace.setdefault(s.trace_id, []).append(s)
+    newest = sorted(by_trace, key=lambda t: min(s.start_ns for s in by_trace[t]), reverse=True)
     # via OTELMW_DATA_DIR ...
     proc = ok(otelmw("traces", "list", env=demo_store["env"], cwd=demo_store["root"]))
-    listed = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
-    assert listed == trace_ids
-    for line in proc.stdout.splitlines():
-        assert "invoke_agent demo-agent" in line
-        assert "spans=22" in line
-        assert line.rstrip().endswith("ERROR")
-    # ... and via --data-dir from anywhere
-    env = clean_env(demo_store["root"])
-    proc = ok(otelmw("traces", "--data-dir", str(demo_store["store"]), env=env,
+    header, *rows = _list_rows(proc.stdout)
+    assert header == ["STARTED", "SERVICE", "ROOT SPAN", "SPANS", "ERRORS", "DURATION",
+                      "TRACE ID"]
+    assert [r[-1] for r in rows] == newest  # newest first
+    for started, service, root, n, errors, duration, tid in rows:
+        mine = by_trace[tid]
+        first = min(s.start_ns for s in mine)
+        local = datetime.datetime.fromtimestamp(first / 1e9).strftime("%Y-%m-%d %H:%M:%S.%f")
+        assert started == local[:-3]  # local time, to the millisecond
+        assert service == "otelmw-demo"
+        assert root == "invoke_agent demo-agent"
+        assert int(n) == len(mine) == 22
+        assert int(errors) == sum(s.status == "ERROR" for s in mine) > 0
+        took = (max(s.end_ns for s in mine) - first) / 1e6
+        assert duration.endswith("ms")
+        assert float(duration[:-2]) == pytest.approx(took, abs=0.06)
+    # --limit N means N: the newest one
+    proc = ok(otelmw("traces", "list", "--limit", "1", env=demo_store["env"],
                      cwd=demo_store["root"]))
-    assert {line.split()[0] for line in proc.stdout.splitlines() if line.strip()} == trace_ids
+    assert [r[-1] for r in _list_rows(proc.stdout)[1:]] == newest[:1]
+    for bad in ("0", "-3", "x"):
+        proc = otelmw("traces", "list", "--limit", bad, env=demo_store["env"],
+                      cwd=demo_store["root"])
+        assert proc.returncode == 2, bad
+        assert "--limit" in proc.stderr and "Traceback" not in proc.stderr
+    # ... and via --data-dir from anywhere, before or after the action
+    env = clean_env(demo_store["root"])
+    for args in (["traces", "--data-dir", str(demo_store["store"])],
+                 ["traces", "list", "--data-dir", str(demo_store["store"])],
+                 ["traces", "--data-dir", str(demo_store["store"]), "list", "-n", "5"]):
+        proc = ok(otelmw(*args, env=env, cwd=demo_store["root"]))
+        assert [r[-1] for r in _list_rows(proc.stdout)[1:]] == newest, args
     empty = demo_store["root"] / "empty"
     empty.mkdir(exist_ok=True)
     proc = ok(otelmw("traces", "list", env=env, cwd=empty))
@@ -147,18 +142,18 @@ def test_traces_show_prints_the_whole_tree(demo_store: dict[str, Any]) -> None:
         mine = [s for s in spans if s.trace_id == tid]
         proc = ok(otelmw("traces", "show", tid[:10], env=demo_store["env"],
                          cwd=demo_store["root"]))
-        lines = [x for x in proc.stdout.splitlines() if x.strip()]
+        lines = proc.stdout.splitlines()
         assert lines[0] == f"trace {tid}"
-        assert len(lines) - 1 == len(mine) == 22
-        assert lines[1].startswith("invoke_agent demo-agent")
-        assert sorted(tree_rows(proc.stdout)) == sorted((depth_of(s, by_id), s.name)
-                                                        for s in mine)
+        assert waterfall_rows(proc.stdout)[0] == (0, "invoke_agent demo-agent")
+        assert sorted(waterfall_rows(proc.stdout)) == sorted((depth_of(s, by_id), s.name)
+                                                             for s in mine)
+        assert len(waterfall_rows(proc.stdout)) == len(mine) == 22
     proc = otelmw("traces", "show", "deadbeef", env=demo_store["env"], cwd=demo_store["root"])
     assert proc.returncode == 1
     assert "no stored trace 'deadbeef'" in proc.stderr
     proc = otelmw("traces", "show", env=demo_store["env"], cwd=demo_store["root"])
     assert proc.returncode == 2
-    assert "needs a TRACE_ID" in proc.stderr
+    assert "TRACE_ID" in proc.stderr
 
 
 def _received_view(rx: OtlpReceiver) -> dict[str, tuple[Any, ...]]:
@@ -323,7 +318,7 @@ def test_run_without_endpoint_keeps_traces_in_the_store(app_dir: Path) -> None:
     (user_site / "sitecustomize.py").write_text(
         "import os\nos.environ['USER_SITECUSTOMIZE'] = 'ran'\n")
     env = clean_env(app_dir, OTELMW_WRAP=WRAP, OTELMW_DATA_DIR=str(app_dir / "store"),
-                    PYTHONPATH=str(user_site))
+                    PYTHONPATH=pythonpath(user_site))
     code = "import os, runpy; print('USER', os.environ.get('USER_SITECUSTOMIZE')); " \
            "runpy.run_path('script.py', run_name='__main__')"
     proc = otelmw("run", "--", sys.executable, "-c", code, env=env, cwd=app_dir)
@@ -334,9 +329,10 @@ def test_run_without_endpoint_keeps_traces_in_the_store(app_dir: Path) -> None:
     assert sorted(s.name for s in spans) == ["app-main", "chat gpt-e2e", "execute_tool add"]
     [tid] = {s.trace_id for s in spans}
     listed = ok(otelmw("traces", "list", env=env, cwd=app_dir)).stdout
-    assert listed.split()[0] == tid
+    assert listed.splitlines()[1].split()[-1] == tid
     shown = ok(otelmw("traces", "show", tid, env=env, cwd=app_dir)).stdout
-    assert tree_rows(shown) == [(0, "app-main"), (1, "chat gpt-e2e"), (1, "execute_tool add")]
+    assert waterfall_rows(shown) == [(0, "app-main"), (1, "chat gpt-e2e"),
+                                     (1, "execute_tool add")]
 
 
 @pytest.mark.parametrize(("var", "value", "message"), [

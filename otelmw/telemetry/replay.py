@@ -14,6 +14,19 @@ from .filestore import from_otlp_json, read_requests
 SIGNALS = ("traces", "metrics", "logs")
 
 
+class ReplayError(Exception):
+    """A request the endpoint did not take; ``target`` is the URL (HTTP) or the
+    ``host:port`` (gRPC) it was sent to, the cause is chained."""
+
+    def __init__(self, signal: str, protocol: str, target: str, cause: BaseException) -> None:
+        detail = getattr(cause, "details", None)  # grpc.RpcError: the server's words
+        reason = detail() if callable(detail) else cause
+        super().__init__(f"{signal} to {target} ({protocol}): {type(cause).__name__}: {reason}")
+        self.signal = signal
+        self.protocol = protocol
+        self.target = target
+
+
 def default_endpoint(protocol: str) -> str:
     env = cfg.OTLP_ENDPOINT.read()
     if env:
@@ -21,13 +34,21 @@ def default_endpoint(protocol: str) -> str:
     return "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
 
 
+def _http_url(endpoint: str, signal: str) -> str:
+    return f"{endpoint.rstrip('/')}/v1/{signal}"
+
+
 def _send_http(endpoint: str, signal: str, msg: Message, timeout: float) -> None:
     req = urllib.request.Request(
-        f"{endpoint.rstrip('/')}/v1/{signal}", data=msg.SerializeToString(), method="POST",
+        _http_url(endpoint, signal), data=msg.SerializeToString(), method="POST",
         headers={"Content-Type": "application/x-protobuf"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         if resp.status >= 300:
             raise OSError(f"{signal}: HTTP {resp.status}")
+
+
+def _grpc_target(endpoint: str) -> str:
+    return endpoint.split("://", 1)[-1]
 
 
 def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
@@ -36,8 +57,7 @@ def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
     from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-    target = endpoint.split("://", 1)[-1]
-    channel = grpc.insecure_channel(target)
+    channel = grpc.insecure_channel(_grpc_target(endpoint))
     return channel, {
         "traces": trace_service_pb2_grpc.TraceServiceStub(channel),  # type: ignore[no-untyped-call]
         "metrics": metrics_service_pb2_grpc.MetricsServiceStub(channel),  # type: ignore[no-untyped-call]
@@ -47,7 +67,8 @@ def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
 
 def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
            directory: Path | None = None, timeout: float = 10.0) -> dict[str, int]:
-    """Replay every stored request; returns the number of requests sent per signal."""
+    """Replay every stored request; returns the number of requests sent per signal.
+    Raises :class:`ReplayError` naming the endpoint when a request is not taken."""
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
     endpoint = endpoint or default_endpoint(protocol)
@@ -62,10 +83,15 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
         for signal in SIGNALS:
             for request in read_requests(signal, directory):
                 msg = from_otlp_json(signal, json.dumps(request))
-                if protocol == "grpc":
-                    stubs[signal].Export(msg, timeout=timeout)
-                else:
-                    _send_http(endpoint, signal, msg, timeout)
+                try:
+                    if protocol == "grpc":
+                        stubs[signal].Export(msg, timeout=timeout)
+                    else:
+                        _send_http(endpoint, signal, msg, timeout)
+                except Exception as exc:
+                    target = (_grpc_target(endpoint) if protocol == "grpc"
+                              else _http_url(endpoint, signal))
+                    raise ReplayError(signal, protocol, target, exc) from exc
                 sent[signal] += 1
     finally:
         if channel is not None:
