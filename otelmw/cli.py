@@ -405,14 +405,17 @@ def build_parser() -> argparse.ArgumentParser:
              "Installed plugins, whether each is loaded, enabled, disabled or failed,\n"
              "and what each registers.", "  otelmw plugins list")
     for verb in ("enable", "disable"):
+        enable = verb == "enable"
         pv = _command(ga, verb, f"{verb} a plugin by name",
-                      f"Marks plugin NAME as {verb}d in the plugins config.",
-                      f"  otelmw plugins {verb} my-guard")
+                      f"Marks plugin NAME as {verb}d in the plugins config."
+                      + ("\nA NAME no installed plugin has is an error unless --force."
+                         if enable else ""),
+                      f"  otelmw plugins {verb} my-guard"
+                      + ("\n  otelmw plugins enable my-guard --force" if enable else ""))
         pv.add_argument("name", metavar="NAME", help="the plugin's entry-point name")
-    ga.choices["enable"].add_argument(
-        "--force", action="store_true",
-        help="record NAME even if no such plugin is installed (yet)")
-    ga.choices["enable"].epilog += "\n  otelmw plugins enable my-guard --force"
+        if enable:
+            pv.add_argument("--force", action="store_true",
+                            help="record NAME even if no such plugin is installed (yet)")
     return parser
 
 

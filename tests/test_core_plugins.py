@@ -343,7 +343,7 @@ def test_cli_enable_without_name_is_a_usage_error(cli_env: Path,
     with pytest.raises(SystemExit) as info:
         cli_main(["plugins", "enable"])
     assert info.value.code == 2
-    assert "needs a plugin NAME" in capsys.readouterr().err
+    assert "the following arguments are required: NAME" in capsys.readouterr().err
 
 
 def test_cli_unreadable_config_is_a_clear_error(cli_env: Path,
