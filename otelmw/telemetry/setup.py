@@ -33,10 +33,11 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from .. import settings as cfg
 from ..pipeline import Pipeline, get_pipeline
-from . import health
+from . import health, lifecycle
 from .content import ContentPolicy
 from .context import instrument_threads
 from .observer import TelemetryObserver
+from .streams import abandon_open_streams
 
 logger = logging.getLogger("otelmw")
 
@@ -160,29 +161,58 @@ class Telemetry:
     disabled: bool = False
     shutdown_timeout_s: float = cfg.SHUTDOWN_TIMEOUT.default
 
+    # the shutdown under way: a second caller waits for it instead of returning at
+    # once (a signal during a main-thread shutdown is deferred: lifecycle)
+    stopping: BoundedRun | None = field(default=None, init=False, repr=False)
+
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         ms = int(timeout_s * 1000)
-        return _bounded([functools.partial(p.force_flush, ms) for p in self.owned], timeout_s)
+        return BoundedRun([functools.partial(p.force_flush, ms) for p in self.owned],
+                          timeout_s).wait()
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
-        """Flush and stop otelmw's providers; returns False if the deadline hit."""
+        """End the stream spans still open, flush and stop otelmw's providers;
+        returns False if the deadline hit."""
         t = timeout_s if timeout_s is not None else self.shutdown_timeout_s
-        owned, self.owned = self.owned, []
-        # One deadline for all providers (they shut down in parallel), not one each.
-        ok = _bounded([p.shutdown for p in owned], t) if owned else True
-        if owned:
+        with lifecycle.signals_deferred():
+            owned, self.owned = self.owned, []
+            if not owned:
+                return self.stopping.wait() if self.stopping is not None else True
+            try:
+                abandon_open_streams()  # before the flush, so their spans go out with it
+            except Exception:
+                logger.debug("otelmw: ending open streams failed", exc_info=True)
+            # One deadline for all providers (they shut down in parallel), not one each.
+            self.stopping = BoundedRun([p.shutdown for p in owned], t)
+            ok = self.stopping.wait()
             health.summarize()  # final drop totals: one line, only if something was lost
-        return ok
+            return ok
+
+    def flush_on_signal(self, final: bool) -> None:
+        """SIGTERM/SIGINT: everything out within the shutdown budget; all the way
+        down when the default action is about to end the process."""
+        if final:
+            self.shutdown()
+        elif self.owned:
+            self.force_flush(self.shutdown_timeout_s)
 
 
-def _bounded(fns: list[Callable[[], Any]], timeout_s: float) -> bool:
-    """Run each of ``fns`` on its own daemon thread and wait at most ``timeout_s``
-    in total (a dead collector must not hang interpreter exit)."""
-    events = []
-    for fn in fns:
+class BoundedRun:
+    """Each of ``fns`` on its own daemon thread; ``wait()`` returns when all are done
+    or ``timeout_s`` after the start (a dead collector must not hang interpreter
+    exit). Any number of callers may wait, on the same deadline."""
+
+    def __init__(self, fns: list[Callable[[], Any]], timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.events = [self._start(fn) for fn in fns]
+        self._warned = False
+
+    @staticmethod
+    def _start(fn: Callable[[], Any]) -> threading.Event:
         done = threading.Event()
 
-        def run(fn: Callable[[], Any] = fn, done: threading.Event = done) -> None:
+        def run() -> None:
             try:
                 fn()
             except Exception:
@@ -191,12 +221,16 @@ def _bounded(fns: list[Callable[[], Any]], timeout_s: float) -> bool:
                 done.set()
 
         threading.Thread(target=run, name="otelmw-shutdown", daemon=True).start()
-        events.append(done)
-    deadline = time.monotonic() + timeout_s
-    if not all(e.wait(max(0.0, deadline - time.monotonic())) for e in events):
-        logger.warning("otelmw: telemetry flush/shutdown exceeded %.1fs; abandoned", timeout_s)
+        return done
+
+    def wait(self) -> bool:
+        if all(e.wait(max(0.0, self.deadline - time.monotonic())) for e in self.events):
+            return True
+        if not self._warned:
+            self._warned = True
+            logger.warning("otelmw: telemetry flush/shutdown exceeded %.1fs; abandoned",
+                           self.timeout_s)
         return False
-    return True
 
 
 _lock = threading.Lock()
@@ -272,6 +306,9 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         _current = Telemetry(observer, tp, mp, lp, owned,
                              shutdown_timeout_s=s[cfg.SHUTDOWN_TIMEOUT])
         atexit.register(_current.shutdown)
+        if owned:  # the exits atexit does not see: signals, multiprocessing children
+            lifecycle.install_signal_flush(_current.flush_on_signal)
+            lifecycle.flush_in_multiprocessing_children(_current.shutdown)
         return _current
 
 

@@ -1,7 +1,9 @@
 """Stream proxies that end the ``chat`` span exactly once.
 
 The span ends when the stream is exhausted, closed, left through ``with``
-(including an early ``break``), raises, or is garbage-collected unconsumed.
+(including an early ``break``), raises, or is garbage-collected unconsumed; a
+stream still open when telemetry shuts down (one still referenced at interpreter
+exit) is ended then, as ``abandoned`` (``abandon_open_streams``).
 Everything else (attributes such as ``.response``) is delegated by wrapt's
 ``ObjectProxy``.
 """
@@ -20,15 +22,33 @@ class StreamFinisher(Protocol):
     def end(self, ended_by: str, error: BaseException | None = None) -> None: ...
 
 
+# Finishers of the streams not ended yet, by id of their proxy. Whoever pops an
+# entry ends it (dict.pop is atomic): the stream itself, or the shutdown.
+_open: dict[int, StreamFinisher] = {}
+
+
+def abandon_open_streams() -> int:
+    """End every stream span still open, as ``abandoned``; returns how many."""
+    n = 0
+    for key in list(_open):
+        f = _open.pop(key, None)
+        if f is not None:
+            f.end("abandoned")
+            n += 1
+    return n
+
+
 class _Finishing(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     """Holds the finisher; ``_self_end`` calls it at most once."""
 
     def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
         super().__init__(wrapped)
         self._self_finisher: StreamFinisher | None = finisher
+        _open[id(self)] = finisher
 
     def _self_end(self, ended_by: str, error: BaseException | None = None) -> None:
-        f, self._self_finisher = self._self_finisher, None
+        self._self_finisher = None
+        f = _open.pop(id(self), None)
         if f is not None:
             f.end(ended_by, error)
 
