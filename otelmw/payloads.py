@@ -3,7 +3,9 @@
 Why: the contract promises that ``original_request``/``original_args`` cannot be
 corrupted and that a failed rewrite leaves the payload unchanged. Instead of a
 deep copy per callback (Hermes' approach), otelmw freezes the payload once per
-call into dict/list subclasses whose mutators raise ``TypeError``. Already
+call into subclasses of the built-in containers whose mutators raise
+``TypeError`` (a ``set`` becomes a ``frozenset`` subclass, a ``bytearray`` a
+``bytes`` subclass, a writable ``memoryview`` a read-only one). Already
 frozen sub-trees are shared, so freezing a replacement built with
 ``dict(kwargs["request"])`` only copies what the middleware actually changed.
 The base call gets a plain, mutable structure back (``thaw``), or the host's own
@@ -12,6 +14,7 @@ object untouched when nothing was rewritten.
 
 from __future__ import annotations
 
+from collections import OrderedDict, defaultdict, deque
 from typing import Any, NoReturn
 
 
@@ -58,14 +61,112 @@ class FrozenList(list):  # type: ignore[type-arg]
         return (list, (list(self),))
 
 
-_FROZEN = (FrozenDict, FrozenList)
+class FrozenSet(frozenset):  # type: ignore[type-arg]
+    """A ``set`` in a payload, as a ``frozenset``; ``set(view)`` gives a mutable copy."""
+
+    __slots__ = ()
+    add = discard = remove = pop = clear = update = _read_only
+    intersection_update = difference_update = symmetric_difference_update = _read_only
+
+    def __copy__(self) -> set[Any]:
+        return set(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (set, (list(self),))
+
+
+class FrozenBytes(bytes):
+    """A ``bytearray`` in a payload, as ``bytes``; ``bytearray(view)`` gives a copy."""
+
+    __slots__ = ()
+    append = extend = insert = pop = remove = reverse = clear = _read_only
+
+    def __copy__(self) -> bytearray:
+        return bytearray(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return bytearray(self)
+
+    def __reduce__(self) -> Any:
+        return (bytearray, (bytes(self),))
+
+
+class FrozenDeque(deque):  # type: ignore[type-arg]
+    """A ``deque`` that refuses in-place changes (``maxlen`` kept)."""
+
+    __slots__ = ()
+    append = appendleft = extend = extendleft = insert = pop = popleft = _read_only
+    remove = reverse = rotate = clear = __setitem__ = __delitem__ = _read_only
+    __iadd__ = __imul__ = _read_only
+
+    def __copy__(self) -> deque[Any]:  # type: ignore[override]  # a mutable copy
+        return deque(self, self.maxlen)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (deque, (list(self), self.maxlen))
+
+
+class FrozenOrderedDict(OrderedDict):  # type: ignore[type-arg]
+    """An ``OrderedDict`` that refuses in-place changes."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = move_to_end = __ior__ = _read_only
+
+    def __copy__(self) -> OrderedDict[Any, Any]:
+        return OrderedDict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (OrderedDict, (list(dict.items(self)),))
+
+
+class FrozenDefaultDict(defaultdict):  # type: ignore[type-arg]
+    """A ``defaultdict`` that refuses in-place changes; a missing key reads as
+    ``default_factory()`` without being inserted."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __missing__(self, key: Any) -> Any:
+        if self.default_factory is None:
+            raise KeyError(key)
+        return self.default_factory()
+
+    def __copy__(self) -> defaultdict[Any, Any]:  # type: ignore[override]  # a mutable copy
+        return defaultdict(self.default_factory, self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (defaultdict, (self.default_factory, dict(self)))
+
+
+_FROZEN = (FrozenDict, FrozenList, FrozenSet, FrozenBytes, FrozenDeque, FrozenOrderedDict,
+           FrozenDefaultDict)
+_FROZEN_TYPES = frozenset(_FROZEN)
+# Containers freeze() looks into or converts; anything else is shared as it is.
+_CONTAINERS = (dict, list, tuple, set, bytearray, deque, memoryview)
 
 
 def freeze(value: Any) -> Any:
-    """Return a read-only view of ``value`` (dicts and lists, recursively).
+    """Return a read-only view of ``value``: dicts, lists, tuples, sets, bytearrays,
+    deques and writable memoryviews, recursively (dict and list subclasses other
+    than ``OrderedDict``/``defaultdict`` become plain views; ``Counter`` a dict view).
 
     Frozen sub-trees are reused; other objects (SDK clients, pydantic models,
-    tuples of scalars) are shared as they are. Cycles are preserved.
+    instances of the host's own classes) are shared as they are. Cycles are
+    preserved.
     """
     try:
         if type(value) is dict:  # inlined top level of _freeze_tree: the usual payload
@@ -77,7 +178,7 @@ def freeze(value: Any) -> Any:
                 return out
             except _NotATree:
                 return _freeze(value, {})
-        if type(value) in _FROZEN or not isinstance(value, dict | list | tuple):
+        if type(value) in _FROZEN_TYPES or not isinstance(value, _CONTAINERS):
             return value
         try:
             return _freeze_tree(value, 0)
@@ -95,6 +196,22 @@ _dict_set = dict.__setitem__
 
 class _NotATree(Exception):
     """Too deep (a cycle?) or not plain dicts/lists: take the memoized path."""
+
+
+def _freeze_leaf(value: Any) -> Any:
+    """Containers that hold no further mutable containers of their own kind:
+    sets (their items are hashable), bytearrays, memoryviews."""
+    t = type(value)
+    if t is set:
+        return FrozenSet(value)
+    if t is bytearray:
+        return FrozenBytes(value)
+    if t is memoryview:
+        return value if value.readonly else value.toreadonly()
+    return _NOT_A_LEAF
+
+
+_NOT_A_LEAF = object()
 
 
 def _freeze_tree(value: Any, depth: int) -> Any:
@@ -118,25 +235,36 @@ def _freeze_tree(value: Any, depth: int) -> Any:
             return EMPTY_LIST_VIEW
         return FrozenList([v if type(v) in _SCALARS else _freeze_tree(v, depth + 1)
                            for v in value])
-    if t is FrozenDict or t is FrozenList or not isinstance(value, dict | list | tuple):
+    if t in _FROZEN_TYPES or not isinstance(value, _CONTAINERS):
         return value
-    raise _NotATree  # tuples and dict/list subclasses
+    leaf = _freeze_leaf(value)
+    if leaf is not _NOT_A_LEAF:
+        return leaf
+    raise _NotATree  # tuples, deques, subclasses
 
 
 def _freeze(value: Any, memo: dict[int, Any]) -> Any:
     # Scalar leaves (most nodes of a request) are taken as they are, without a
     # recursive call: that halves the cost of freezing a chat request.
     t = type(value)
-    if t is FrozenDict or t is FrozenList:
+    if t in _FROZEN_TYPES:
         return value
     if isinstance(value, dict):
         key = id(value)
         if key in memo:
             return memo[key]
-        out = FrozenDict()
+        items = {k: v for k, v in dict.items(value)}
+        if isinstance(value, OrderedDict):
+            out: Any = FrozenOrderedDict()
+            memo[key] = out
+            for k, v in items.items():
+                OrderedDict.__setitem__(out, k, v if type(v) in _SCALARS else _freeze(v, memo))
+            return out
+        out = (FrozenDefaultDict(value.default_factory) if isinstance(value, defaultdict)
+               else FrozenDict())
         memo[key] = out
         dict.update(out, {k: v if type(v) in _SCALARS else _freeze(v, memo)
-                          for k, v in dict.items(value)})
+                          for k, v in items.items()})
         return out
     if isinstance(value, list):
         key = id(value)
@@ -144,15 +272,28 @@ def _freeze(value: Any, memo: dict[int, Any]) -> Any:
             return memo[key]
         out_l = FrozenList()
         memo[key] = out_l
-        list.extend(out_l, [v if type(v) in _SCALARS else _freeze(v, memo) for v in value])
+        list.extend(out_l, [v if type(v) in _SCALARS else _freeze(v, memo)
+                            for v in list.__iter__(value)])
         return out_l
     if t is tuple:
         return tuple(v if type(v) in _SCALARS else _freeze(v, memo) for v in value)
-    return value
+    if isinstance(value, deque):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out_d = FrozenDeque((), value.maxlen)
+        memo[key] = out_d
+        deque.extend(out_d, [v if type(v) in _SCALARS else _freeze(v, memo)
+                             for v in deque.__iter__(value)])
+        return out_d
+    leaf = _freeze_leaf(value)
+    return value if leaf is _NOT_A_LEAF else leaf
 
 
 def thaw(value: Any) -> Any:
-    """Mutable copy of a frozen view; plain containers inside are copied too."""
+    """Mutable copy of a frozen view; plain containers inside are copied too
+    (each frozen kind back to its own: set, bytearray, deque, OrderedDict,
+    defaultdict)."""
     try:
         return _thaw(value, {})
     except RecursionError:
@@ -164,7 +305,9 @@ def _thaw(value: Any, memo: dict[int, Any]) -> Any:
         key = id(value)
         if key in memo:
             return memo[key]
-        out: dict[Any, Any] = {}
+        out: dict[Any, Any] = (
+            OrderedDict() if isinstance(value, OrderedDict)
+            else defaultdict(value.default_factory) if isinstance(value, defaultdict) else {})
         memo[key] = out
         for k, v in dict.items(value):
             out[k] = _thaw(v, memo)
@@ -175,10 +318,23 @@ def _thaw(value: Any, memo: dict[int, Any]) -> Any:
             return memo[key]
         out_l: list[Any] = []
         memo[key] = out_l
-        out_l.extend(_thaw(v, memo) for v in value)
+        out_l.extend(_thaw(v, memo) for v in list.__iter__(value))
         return out_l
-    if type(value) is tuple:
+    t = type(value)
+    if t is tuple:
         return tuple(_thaw(v, memo) for v in value)
+    if t is FrozenSet:
+        return set(value)
+    if t is FrozenBytes:
+        return bytearray(value)
+    if isinstance(value, deque):
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        out_d: deque[Any] = deque(maxlen=value.maxlen)
+        memo[key] = out_d
+        out_d.extend(_thaw(v, memo) for v in deque.__iter__(value))
+        return out_d
     return value
 
 
