@@ -14,6 +14,7 @@ from .plugins import PluginManager
 from .terminal import Style, printable
 
 if TYPE_CHECKING:
+    from .telemetry.filestore import SkippedLine
     from .telemetry.treeview import SpanView
 
 
@@ -85,12 +86,28 @@ def _store(args: argparse.Namespace) -> Path | None:
     return Path(args.data_dir) if args.data_dir else None
 
 
+_reported_skips: set[tuple[str, int]] = set()  # `traces tail --follow` says it once
+
+
+def _report_skipped(skipped: list[SkippedLine]) -> None:
+    """One line on stderr naming the store lines a reader skipped (new ones only)."""
+    from .telemetry.filestore import describe_skipped
+
+    new = [x for x in skipped if (str(x.path), x.line) not in _reported_skips]
+    _reported_skips.update((str(x.path), x.line) for x in new)
+    if new:
+        print(printable(describe_skipped(new)), file=sys.stderr, flush=True)
+
+
 def _load_traces(directory: Path | None) -> dict[str, list[SpanView]]:
     from .telemetry.filestore import read_requests
     from .telemetry.treeview import events_from_requests, group_traces, spans_from_requests
 
-    return group_traces(spans_from_requests(read_requests("traces", directory)),
-                        events_from_requests(read_requests("logs", directory)))
+    skipped: list[SkippedLine] = []
+    traces = group_traces(spans_from_requests(read_requests("traces", directory, skipped)),
+                          events_from_requests(read_requests("logs", directory, skipped)))
+    _report_skipped(skipped)
+    return traces
 
 
 def _store_state(directory: Path | None) -> tuple[tuple[str, int, int], ...]:
@@ -217,8 +234,9 @@ def _cmd_traces_tail(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from .telemetry.replay import ReplayError, replay
 
+    skipped: list[SkippedLine] = []
     try:
-        sent = replay(args.endpoint, args.protocol, _store(args))
+        sent = replay(args.endpoint, args.protocol, _store(args), skipped=skipped)
     except ReplayError as exc:  # unreachable endpoint, HTTP or gRPC error: no traceback
         print(f"otelmw: replay failed: {printable(exc)}", file=sys.stderr)
         return 1
@@ -226,6 +244,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"otelmw: replay failed: {type(exc).__name__}: {printable(exc)}",
               file=sys.stderr)
         return 1
+    _report_skipped(skipped)
     print(", ".join(f"{k}: {v} request(s)" for k, v in sent.items()))
     return 0
 

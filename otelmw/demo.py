@@ -186,7 +186,7 @@ def run_demo(quiet: bool = False, style: Style | None = None) -> int:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from .telemetry.filestore import data_dir
+    from .telemetry.filestore import data_dir, store_write_errors
     from .telemetry.setup import configure, exporter_choice
 
     log = logging.getLogger("otelmw")
@@ -225,7 +225,12 @@ def run_demo(quiet: bool = False, style: Style | None = None) -> int:
           f"calls, {failures} middleware failure{'s' if failures != 1 else ''} "
           "absorbed (fail-open)")
     if "file" in exporter_choice("traces"):
-        print(f"stored in {data_dir().resolve()} — `otelmw traces list` shows them")
+        failed = store_write_errors()
+        if failed:
+            print(f"not stored: {'; '.join(failed)}")
+            return 1
+        else:
+            print(f"stored in {data_dir().resolve()} — `otelmw traces list` shows them")
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from .. import settings as cfg
-from .filestore import from_otlp_json, read_requests
+from .filestore import SkippedLine, from_otlp_json, read_stored
 
 SIGNALS = ("traces", "metrics", "logs")
 
@@ -66,9 +66,11 @@ def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
 
 
 def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
-           directory: Path | None = None, timeout: float = 10.0) -> dict[str, int]:
+           directory: Path | None = None, timeout: float = 10.0,
+           skipped: list[SkippedLine] | None = None) -> dict[str, int]:
     """Replay every stored request; returns the number of requests sent per signal.
-    Raises :class:`ReplayError` naming the endpoint when a request is not taken."""
+    Raises :class:`ReplayError` naming the endpoint when a request is not taken.
+    Lines that cannot be read are skipped (listed in ``skipped`` when given)."""
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
     endpoint = endpoint or default_endpoint(protocol)
@@ -81,8 +83,14 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
         import json
 
         for signal in SIGNALS:
-            for request in read_requests(signal, directory):
-                msg = from_otlp_json(signal, json.dumps(request))
+            for stored in read_stored(signal, directory, skipped):
+                try:
+                    msg = from_otlp_json(signal, json.dumps(stored.request))
+                except Exception as exc:  # valid JSON the OTLP schema refuses
+                    if skipped is not None:
+                        skipped.append(SkippedLine(stored.path, stored.line,
+                                                   f"not OTLP: {exc}"[:200]))
+                    continue
                 try:
                     if protocol == "grpc":
                         stubs[signal].Export(msg, timeout=timeout)
