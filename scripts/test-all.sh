@@ -1,34 +1,146 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs (when missing) and run the whole suite.
-# Used verbatim by .ci/run and the README's Quick start.
+# Run the whole suite in every environment of the host matrix (scripts/envs/*.txt).
+# Used verbatim by .ci/run and the README's Quick start; arguments go to pytest.
+#
+# Each environment is a virtual environment cached under .cache/venvs/<env>-<hash>
+# (the hash covers the env's pins, pyproject's [project] table and the Python), created
+# when missing with otelmw (editable, [test]) and the env's pinned hosts. The env file's
+# "# hosts:" line names the hosts it provides (tests marked for other hosts are
+# deselected); "# only:" limits it to the tests of those hosts.
+# OTELMW_TEST_ENVS="current" runs a subset of environments.
+#
+# This script starts and stops nothing but its own pytest runs: it never stops or
+# kills a service (the tests start their own prometheus on a free port and their own
+# config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+say() { printf 'test-all: %s\n' "$*" >&2; }
+PYTHON="${PYTHON:-python3}"
+
+# ----------------------------------------------------------- system tools (Debian)
+have_compose() {
+  command -v docker-compose >/dev/null 2>&1 && return 0
+  command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1
+}
 need_apt=()
-command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
-command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+{ command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } \
+  || need_apt+=(prometheus)
+have_compose || need_apt+=(docker-compose)
+"$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
-  if command -v apt-get >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends "${need_apt[@]}" >/dev/null 2>&1 \
-      || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need_apt[@]}" >/dev/null; }
-    # Debian starts a prometheus service on install; the tests start their own.
-    (command -v systemctl >/dev/null && systemctl stop prometheus >/dev/null 2>&1) || true
-    pkill -x prometheus >/dev/null 2>&1 || true
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "warning: missing ${need_apt[*]} and no apt-get to install them; the tests that" \
+        "need them skip (fail under CI=true)"
+  elif [ "$(id -u)" -ne 0 ]; then
+    say "missing Debian packages: ${need_apt[*]}. Not root, so not installing them; run:"
+    say "    sudo apt-get install --no-install-recommends ${need_apt[*]}"
+    say "then run this script again (without them the tests that need them skip, or fail" \
+        "under CI=true)."
+    [[ " ${need_apt[*]} " == *" python3-venv "* ]] && exit 1  # no environment without it
   else
-    echo "warning: cannot install ${need_apt[*]} (no apt-get); related tests will fail in CI" >&2
+    say "installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends "${need_apt[@]}" \
+      || { apt-get update -q && apt-get install -y -q --no-install-recommends "${need_apt[@]}"; }
   fi
 fi
 
-python3 -m pip install --disable-pip-version-check -q -e '.[test]'
+# ------------------------------------------------------------ matrix environments
+# pip_install PY ARGS...: pip of interpreter PY, with its output shown (progress).
+pip_install() {
+  local py="$1"; shift
+  if ! "$py" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+    say "warning: $py is not a virtual environment; installing into it changes that" \
+        "Python for everything else on this machine"
+  fi
+  "$py" -m pip install --disable-pip-version-check --progress-bar off "$@"
+}
+
+env_field() {  # env_field FILE NAME: the value of the "# NAME:" header line, if any
+  sed -n "s/^# $2:[[:space:]]*//p" "$1" | head -n1
+}
+
+env_hash() {  # what a cached venv was built from: the pins, the project, the Python
+  "$PYTHON" - "$1" <<'EOF'
+import hashlib, json, sys, tomllib
+h = hashlib.sha256(open(sys.argv[1], "rb").read())
+with open("pyproject.toml", "rb") as f:
+    h.update(json.dumps(tomllib.load(f)["project"], sort_keys=True).encode())
+h.update(f"{sys.executable} {sys.version}".encode())
+print(h.hexdigest()[:12])
+EOF
+}
+
+ensure_venv() {  # ensure_venv NAME FILE: prints the venv directory, ready to use
+  local name="$1" file="$2" dir
+  dir=".cache/venvs/$name-$(env_hash "$file")"
+  if [ -f "$dir/.complete" ]; then
+    say "env $name: cached venv $dir"
+  else
+    say "env $name: creating venv $dir (otelmw[test] + $(grep -v '^#' "$file" | xargs))"
+    # Called in a condition, so `set -e` does not apply here: every step checks.
+    rm -rf .cache/venvs/"$name"-* || return 1  # this build's leftovers, superseded builds
+    mkdir -p .cache/venvs || return 1
+    "$PYTHON" -m venv "$dir" >&2 || return 1
+    pip_install "$dir/bin/python" -e '.[test]' -r "$file" >&2 || return 1
+    touch "$dir/.complete" || return 1
+  fi
+  printf '%s\n' "$dir"
+}
 
 export CI="${CI:-}"
-set +e
-python3 -m pytest "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-  echo "no tests were collected" >&2
+mapfile -t env_files < <(ls scripts/envs/*.txt)
+selected=()
+for file in "${env_files[@]}"; do
+  name="$(basename "$file" .txt)"
+  if [ -n "${OTELMW_TEST_ENVS:-}" ] && [[ " $OTELMW_TEST_ENVS " != *" $name "* ]]; then
+    continue
+  fi
+  selected+=("$file")
+done
+if ((${#selected[@]} == 0)); then
+  say "no environment selected (OTELMW_TEST_ENVS=${OTELMW_TEST_ENVS:-})"
   exit 1
 fi
-exit "$rc"
+
+summary=()
+failed=0
+ran_tests=0
+i=0
+for file in "${selected[@]}"; do
+  i=$((i + 1))
+  name="$(basename "$file" .txt)"
+  start=$SECONDS
+  say "=== [$i/${#selected[@]}] env $name: preparing"
+  if ! venv="$(ensure_venv "$name" "$file")"; then
+    say "=== env $name: FAILED to install (see above)"
+    summary+=("$name: install failed")
+    failed=1
+    continue
+  fi
+  hosts="$(env_field "$file" hosts)"
+  only="$(env_field "$file" only)"
+  say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
+  set +e
+  PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
+    OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
+    "$venv/bin/python" -m pytest "$@"
+  rc=$?
+  set -e
+  took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"
+  case "$rc" in
+    0) summary+=("$name: passed ($took)"); ran_tests=1 ;;
+    5) summary+=("$name: no tests selected ($took)") ;;  # e.g. a path of another env
+    *) summary+=("$name: FAILED, pytest exit $rc ($took)"); failed=1 ;;
+  esac
+  say "=== [$i/${#selected[@]}] env $name: ${summary[-1]#"$name: "}"
+done
+
+say "summary:"
+for line in "${summary[@]}"; do say "    $line"; done
+if ((failed)); then exit 1; fi
+if ((ran_tests == 0)); then
+  say "no tests were collected in any environment"
+  exit 1
+fi

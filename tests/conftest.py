@@ -1,13 +1,51 @@
-"""Fixtures shared by the telemetry test modules."""
+"""Fixtures shared by the telemetry test modules, and the host matrix's selection.
+
+A test (or module, ``pytestmark``) that needs a host package carries
+``@pytest.mark.host("openai", ...)``. ``scripts/test-all.sh`` runs the suite once per
+matrix environment and says what each provides: ``OTELMW_TEST_HOSTS`` (tests needing
+any other host are deselected) and ``OTELMW_TEST_ONLY`` (only tests marked for one of
+these hosts run). Without them (plain ``pytest``) every test is selected, and a test
+whose host is missing skips — or fails under ``CI=true``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from _support.components import HOST_MODULES, env_hosts, require_host
 from _telemetry_fixtures import TelemetryHarness
 
 from otelmw.telemetry import uninstrument_threads
+
+
+def item_hosts(item: pytest.Item) -> frozenset[str]:
+    """The hosts an item's ``host`` markers name (a typo is a usage error)."""
+    names = frozenset(name for mark in item.iter_markers("host") for name in mark.args)
+    unknown = names - HOST_MODULES.keys()
+    if unknown:
+        raise pytest.UsageError(f"{item.nodeid}: unknown host(s) {sorted(unknown)} in "
+                                f"@pytest.mark.host; known: {sorted(HOST_MODULES)}")
+    return names
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    provided, only = env_hosts("OTELMW_TEST_HOSTS"), env_hosts("OTELMW_TEST_ONLY")
+    if provided is None and only is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        hosts = item_hosts(item)
+        wanted = (provided is None or hosts <= provided) and (only is None or hosts & only)
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for host in sorted(item_hosts(item)):
+        require_host(host)
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ Each scenario runs real ``AIAgent.run_conversation`` turns in a fresh interprete
 plugin discovery through ``PluginContext``), against a ``ScriptedLLMServer`` that calls the
 ``read_file`` tool and then answers. Telemetry goes through the stock OTLP exporter to an
 ``OtlpReceiver``; assertions are on what the receiver (and the scripted server) got.
-Without ``hermes-agent`` the module is skipped, except under ``CI=true`` where that fails.
+Marked ``host("hermes")``: deselected in a matrix environment without Hermes; elsewhere
+without ``hermes-agent`` the tests skip, except under ``CI=true`` where that fails.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.components import require_modules
 from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
 from otelmw.telemetry.digests import digest
 
-require_modules("run_agent", "hermes_cli")  # hermes-agent
+pytestmark = pytest.mark.host("hermes")
 
 SCRIPTS = Path(__file__).resolve().parent / "hermes_scripts"
 CANARIES = ("CANARY-PROMPT-4e1", "CANARY-SYSTEM-9b2", "CANARY-PATH-7c3", "CANARY-FILE-2d8")

@@ -4,7 +4,8 @@ Every scenario runs in a fresh subprocess (``tests/praisonai_scripts/driver.py``
 plain PraisonAI program under ``otelmw run``) whose agent talks to a ``ScriptedLLMServer``
 (call the tool, then answer) and whose telemetry goes through
 ``otelmw.telemetry.configure()`` to a real ``OtlpReceiver``. Assertions are made on what
-the receiver got. Without ``praisonaiagents`` the module is skipped — except under
+the receiver got. Marked ``host("praisonai")``: deselected in a matrix environment
+without PraisonAI; elsewhere without ``praisonaiagents`` the tests skip — except under
 ``CI=true``, where that is a failure.
 """
 
@@ -20,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.components import require_modules
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
 from otelmw.telemetry.digests import digest
 
-require_modules("praisonaiagents")
+pytestmark = pytest.mark.host("praisonai")
 
 SCRIPTS = Path(__file__).resolve().parent / "praisonai_scripts"
 CITY = "CANARY-CITY-9c1e"

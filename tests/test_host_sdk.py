@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 openai = require_module("openai")
 anthropic = require_module("anthropic")
+pytestmark = pytest.mark.host("openai", "anthropic")
 
 from otelmw import get_pipeline  # noqa: E402
 from otelmw.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
@@ -283,11 +284,12 @@ def test_instrumentation_dependencies_are_honest_ranges() -> None:
 
     from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
+    # The releases installed here (either openai major of the matrix) are in range;
+    # tests/test_host_matrix.py checks the ranges against the matrix itself.
     for inst in (OpenAIInstrumentor(), AnthropicInstrumentor()):
         deps = list(inst.instrumentation_dependencies())
         assert deps and all("<" in d and ">=" in d for d in deps)
-        assert get_dependency_conflicts(deps) is None
-    assert int(version("openai").split(".")[0]) < 3
+        assert get_dependency_conflicts(deps) is None, (deps, version("openai"))
 
 
 PROGRAM = """

@@ -28,6 +28,7 @@ from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 
 require_modules("openai", "anthropic")
+pytestmark = pytest.mark.host("openai", "anthropic")
 
 CANARY = f"CANARY{uuid.uuid4().hex[:12]}"
 API_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 3  # looks like an OpenAI key

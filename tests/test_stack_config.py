@@ -1,6 +1,6 @@
 """Static checks of the observability stack: collector, compose, Prometheus, Grafana.
 
-Nothing here starts a container. External validators (`docker-compose`,
+Nothing here starts a container. External validators (`docker-compose` or `docker compose`,
 `promtool`) and PyYAML are required in CI (env CI set: a missing one FAILS the
 test) and optional elsewhere (the test is skipped).
 """
@@ -61,6 +61,18 @@ def _tool(name: str) -> str:
         unavailable(f"`{name}`")
     assert path is not None
     return path
+
+
+def _compose_command() -> list[str]:
+    """Compose v1 (``docker-compose``) or v2 (``docker compose``), whichever is here."""
+    v1 = shutil.which("docker-compose")
+    if v1 is not None:
+        return [v1]
+    docker = shutil.which("docker")
+    if docker is not None and subprocess.run([docker, "compose", "version"], capture_output=True,
+                                             timeout=60, check=False).returncode == 0:
+        return [docker, "compose"]
+    unavailable("`docker-compose` or `docker compose`")
 
 
 def _yaml() -> Any:
@@ -145,16 +157,16 @@ def _endpoints(node: Any, path: str = "") -> list[tuple[str, str]]:
 
 
 def test_docker_compose_config_is_valid(tmp_path: Path) -> None:
-    compose = _tool("docker-compose")
+    compose = _compose_command()
     env_args, env = _compose_env(tmp_path, GRAFANA_ADMIN_PASSWORD="not-a-real-password")
-    result = _run([compose, *env_args, "-f", str(COMPOSE_FILE), "config", "-q"], env)
+    result = _run([*compose, *env_args, "-f", str(COMPOSE_FILE), "config", "-q"], env)
     assert result.returncode == 0, result.stderr
 
 
 def test_docker_compose_refuses_to_run_without_grafana_password(tmp_path: Path) -> None:
-    compose = _tool("docker-compose")
+    compose = _compose_command()
     env_args, env = _compose_env(tmp_path)
-    result = _run([compose, *env_args, "-f", str(COMPOSE_FILE), "config", "-q"], env)
+    result = _run([*compose, *env_args, "-f", str(COMPOSE_FILE), "config", "-q"], env)
     assert result.returncode != 0
     assert "GRAFANA_ADMIN_PASSWORD" in result.stderr + result.stdout
 

@@ -14,6 +14,8 @@ import openai
 import pytest
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
 
+pytestmark = pytest.mark.host("openai", "anthropic")
+
 CHAT_TOOLS: list[Any] = [
     {
         "type": "function",

@@ -15,7 +15,7 @@ class AnthropicInstrumentor(OtelmwInstrumentor):
     """``otelmw_anthropic``: ``chat {model}`` spans around ``messages.create``."""
 
     root_module = "anthropic"
-    dependencies = ("anthropic >= 0.40, < 3",)
+    dependencies = ("anthropic >= 2.15, < 3",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

@@ -450,7 +450,7 @@ def _post_tool_emitted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
 class HermesInstrumentor(OtelmwInstrumentor):
     """``otelmw_hermes``; targets are wrapped when their modules get imported."""
 
-    dependencies = ("hermes-agent >= 0.19, < 0.21",)
+    dependencies = ("hermes-agent >= 0.19, < 0.20",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

@@ -13,7 +13,7 @@ class OpenAIInstrumentor(OtelmwInstrumentor):
     ``chat.completions.create`` and ``responses.create``."""
 
     root_module = "openai"
-    dependencies = ("openai >= 1.40, < 3",)
+    dependencies = ("openai >= 2.24, < 4",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

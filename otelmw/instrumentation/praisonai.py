@@ -489,7 +489,7 @@ class PraisonAIInstrumentor(OtelmwInstrumentor):
     """``otelmw_praisonai`` (see the module docstring)."""
 
     root_module = "praisonaiagents"
-    dependencies = ("praisonaiagents >= 1.7, < 2",)
+    dependencies = ("praisonaiagents >= 1.7.17, < 2",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

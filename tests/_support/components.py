@@ -32,6 +32,38 @@ def require_modules(*names: str) -> None:
             unavailable(f"module {name!r}", module_level=True)
 
 
+# Host packages the suite drives, by the name its ``host`` marker uses: the top-level
+# modules that must import for the host's tests to run.
+HOST_MODULES: dict[str, tuple[str, ...]] = {
+    "openai": ("openai",),
+    "anthropic": ("anthropic",),
+    "hermes": ("run_agent", "hermes_cli"),  # hermes-agent
+    "praisonai": ("praisonaiagents",),
+}
+
+
+def env_hosts(variable: str) -> frozenset[str] | None:
+    """The host names in a space-separated setting of ``scripts/test-all.sh``
+    (``OTELMW_TEST_HOSTS``, ``OTELMW_TEST_ONLY``); ``None`` when it is unset or empty."""
+    names = frozenset(os.environ.get(variable, "").split())
+    return names or None
+
+
+def require_host(host: str) -> None:
+    """The host's modules must import. Missing: a failure in the matrix environment
+    that declares the host (a broken environment) and under CI, a skip elsewhere."""
+    missing = [m for m in HOST_MODULES[host] if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    what = f"host {host!r} (module {', '.join(map(repr, missing))})"
+    provided = env_hosts("OTELMW_TEST_HOSTS")
+    if provided is not None and host in provided:
+        env = os.environ.get("OTELMW_TEST_ENV", "?")
+        pytest.fail(f"{what} is not available, but matrix environment {env!r} provides it",
+                    pytrace=False)
+    unavailable(what)
+
+
 def require_module(name: str) -> ModuleType:
     """``importorskip`` with the CI rule."""
     require_modules(name)
