@@ -4,8 +4,9 @@ A test (or module, ``pytestmark``) that needs a host package carries
 ``@pytest.mark.host("openai", ...)``. ``scripts/test-all.sh`` runs the suite once per
 matrix environment and says what each provides: ``OTELMW_TEST_HOSTS`` (tests needing
 any other host are deselected) and ``OTELMW_TEST_ONLY`` (only tests marked for one of
-these hosts run). Without them (plain ``pytest``) every test is selected, and a test
-whose host is missing skips — or fails under ``CI=true``.
+these hosts run; a test marked ``every_env`` runs in every environment). Without
+them (plain ``pytest``) every test is selected, and a test whose host is missing
+skips — or fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         hosts = item_hosts(item)
-        wanted = (provided is None or hosts <= provided) and (only is None or hosts & only)
+        wanted = (provided is None or hosts <= provided) and (
+            only is None or bool(hosts & only) or item.get_closest_marker("every_env") is not None)
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -441,7 +441,7 @@ def test_instrumentor_contract() -> None:
     from otelmw.instrumentation.hermes import HermesInstrumentor
 
     inst = HermesInstrumentor()
-    assert tuple(inst.instrumentation_dependencies()) == ("hermes-agent >= 0.19, < 0.21",)
+    assert tuple(inst.instrumentation_dependencies()) == ("hermes-agent >= 0.19, < 0.20",)
     targets = {(m, n) for m, n, _ in inst.targets()}
     assert ("run_agent", "AIAgent.run_conversation") in targets
     assert ("hermes_cli.plugins", "PluginManager.invoke_hook") in targets

@@ -104,6 +104,7 @@ def test_readme_table_lists_the_tested_releases() -> None:
             assert str(v) in row, f"README row of {package} does not name tested {v}"
 
 
+@pytest.mark.every_env
 def test_this_environment_runs_the_releases_it_declares() -> None:
     """Under ``scripts/test-all.sh``: each host the environment provides is installed
     at exactly the release its env file pins."""
@@ -131,6 +132,10 @@ def test_needs_openai():
 @pytest.mark.host("praisonai")
 def test_needs_praisonai():
     pass
+
+@pytest.mark.every_env
+def test_everywhere():
+    pass
 '''
 
 CONFTEST = '''
@@ -155,8 +160,8 @@ def run_sample(tmp_path: Path, *, missing: str = "",
     swap = f"components.HOST_MODULES[{missing!r}] = ('otelmw_no_such_module',)" if missing else ""
     (tmp_path / "conftest.py").write_text(CONFTEST.format(
         tests=str(TESTS), conftest=str(TESTS / "conftest.py"), missing=swap), encoding="utf-8")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    host(*names): hosts\n",
-                                         encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nmarkers =\n    host(*names): hosts\n    every_env: all\n", encoding="utf-8")
     child = {k: v for k, v in os.environ.items()
              if k not in ("CI", "OTELMW_TEST_HOSTS", "OTELMW_TEST_ONLY", "OTELMW_TEST_ENV")}
     child.update(env)
@@ -172,30 +177,31 @@ def last_line(proc: subprocess.CompletedProcess[str]) -> str:
 def test_env_without_a_host_deselects_its_tests(tmp_path: Path) -> None:
     proc = run_sample(tmp_path, OTELMW_TEST_HOSTS="openai anthropic", CI="true")
     assert proc.returncode == 0, proc.stdout
-    assert "2 passed, 1 deselected" in last_line(proc)
+    assert "3 passed, 1 deselected" in last_line(proc)
     assert "test_needs_praisonai" not in proc.stdout.replace("deselected", "")
 
 
 def test_only_runs_the_tests_of_those_hosts(tmp_path: Path) -> None:
     proc = run_sample(tmp_path, OTELMW_TEST_HOSTS="openai praisonai", OTELMW_TEST_ONLY="openai")
     assert proc.returncode == 0, proc.stdout
-    assert "1 passed, 2 deselected" in last_line(proc)
+    assert "2 passed, 2 deselected" in last_line(proc)
     assert "PASSED test_sample.py::test_needs_openai" in proc.stdout
+    assert "PASSED test_sample.py::test_everywhere" in proc.stdout
 
 
 def test_host_missing_in_an_env_that_provides_it_fails(tmp_path: Path) -> None:
     proc = run_sample(tmp_path, missing="praisonai", OTELMW_TEST_HOSTS="openai praisonai",
                       OTELMW_TEST_ENV="current")
     assert proc.returncode == 1
-    assert "2 passed, 1 error" in last_line(proc)
+    assert "3 passed, 1 error" in last_line(proc)
     assert "matrix environment 'current' provides it" in proc.stdout
 
 
 def test_host_missing_outside_the_matrix_skips_or_fails_under_ci(tmp_path: Path) -> None:
     skipped = run_sample(tmp_path, missing="praisonai")
-    assert skipped.returncode == 0 and "2 passed, 1 skipped" in last_line(skipped)
+    assert skipped.returncode == 0 and "3 passed, 1 skipped" in last_line(skipped)
     failed = run_sample(tmp_path, missing="praisonai", CI="true")
-    assert failed.returncode == 1 and "2 passed, 1 error" in last_line(failed)
+    assert failed.returncode == 1 and "3 passed, 1 error" in last_line(failed)
     assert "required when CI is set" in failed.stdout
 
 
@@ -213,17 +219,24 @@ TOOLS = ("bash", "sed", "head", "ls", "basename", "dirname", "xargs", "grep", "c
 
 
 def fake_machine(tmp_path: Path, *, uid: int, tools: dict[str, str]) -> dict[str, str]:
-    """An environment whose PATH holds only basic tools, ``python3`` and fakes that
-    record their calls to ``calls.log``: the script is run against them up to the point
-    where it would build environments (``OTELMW_TEST_ENVS`` selects none)."""
+    """An environment whose PATH holds only basic tools, ``python3`` (that installs
+    nothing) and fakes that record their calls to ``calls.log``: the script is run
+    against them up to the point where it would build environments
+    (``OTELMW_TEST_ENVS`` selects none)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in TOOLS:
         real = shutil.which(name)
         if real:
             (bin_dir / name).symlink_to(real)
-    (bin_dir / "python3").symlink_to(sys.executable)
     log = tmp_path / "calls.log"
+    # python3 itself, except that it refuses to install anything (pip, venv): a test of
+    # the script must never change this machine's Python.
+    (bin_dir / "python3").write_text(
+        f'#!{shutil.which("bash")}\n'
+        f'case "$1 $2" in "-m pip"|"-m venv") echo "python3 $*" >> {log}; exit 97;; esac\n'
+        f'exec {sys.executable} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
     fakes = {"id": f'[ "$1" = -u ] && echo {uid} || echo "uid={uid}"',
              "apt-get": "exit 0", "systemctl": "exit 0", "pkill": "exit 0", "killall": "exit 0",
              **tools}
@@ -248,6 +261,7 @@ def test_script_as_root_installs_missing_packages_and_stops_nothing(tmp_path: Pa
     installs = [c for c in calls if c.startswith("apt-get") and " install " in f" {c} "]
     assert installs and "prometheus" in installs[0] and "docker-compose" in installs[0]
     assert not [c for c in calls if c.split()[0] in ("systemctl", "pkill", "killall")]
+    assert not [c for c in calls if c.startswith("python3")], calls
     assert "no environment selected" in proc.stderr  # went on past the install step
 
 

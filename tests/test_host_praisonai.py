@@ -386,5 +386,5 @@ def test_dependencies_are_declared_honestly() -> None:
     from otelmw.instrumentation.praisonai import PraisonAIInstrumentor
 
     deps = PraisonAIInstrumentor().instrumentation_dependencies()
-    assert tuple(deps) == ("praisonaiagents >= 1.7, < 2",)
+    assert tuple(deps) == ("praisonaiagents >= 1.7.17, < 2",)
     assert get_dependency_conflicts(deps) is None
