@@ -24,6 +24,7 @@ from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 
 require_module("openai")
+pytestmark = pytest.mark.host("openai")
 
 TIMEOUT = 60
 

@@ -520,6 +520,7 @@ def _params(fn: Any) -> list[tuple[str, Any, Any]]:
     return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
 
 
+@pytest.mark.host("praisonai")
 def test_results_defines_every_name_of_praisonai_runtime_middleware() -> None:
     import otelmw.results
 
@@ -533,6 +534,7 @@ def test_results_defines_every_name_of_praisonai_runtime_middleware() -> None:
     assert otelmw.MiddlewareRegistry is otelmw.results.MiddlewareRegistry
 
 
+@pytest.mark.host("praisonai")
 @pytest.mark.parametrize("name", ["MiddlewareRegistry", "PassThroughMiddleware",
                                   "NormalizedToolResult", "MiddlewareContext",
                                   "RuntimeToolResultMiddleware", "get_middleware",
@@ -566,6 +568,7 @@ def test_results_name_has_praisonai_shape(name: str) -> None:
             assert _params(our_member) == _params(their_member), f"{name}.{member}"
 
 
+@pytest.mark.host("praisonai")
 def test_passthrough_defaults_are_praisonai_defaults() -> None:
     theirs = _praisonai_public_names()
     import otelmw.results as ours
