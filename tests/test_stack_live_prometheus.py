@@ -12,7 +12,10 @@ macros rendered) then runs through Prometheus' HTTP API, one test per panel:
 * panels over otelmw's own metrics must return ``success`` and a non-empty
   vector with a finite value (a typo, a drifted metric name or a label the
   code never sets fails the panel's test by name);
-* panels over collector-only series (span metrics) must parse (``success``).
+* panels over collector-only series (span metrics) must parse (``success``);
+* against a second, healthy run (``LIVE_TRAFFIC_HEALTHY=1``: the demo turns
+  only, so no hook and no normalizer ever fails and those counters have no
+  series) every own panel still returns a value, 0 for the failure counters.
 
 The ``prometheus`` binary is required when ``CI`` is set (missing: the tests
 FAIL) and optional elsewhere (skipped). Both processes are stopped by the
@@ -45,7 +48,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack_queries import SDK_SERIES, DashboardQuery, dashboard_queries
+from _stack_queries import SDK_SERIES, DashboardQuery, dashboard_queries, metric_names
 from _support.components import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,14 +153,17 @@ def prometheus_bin() -> str:
     return _prometheus_binary()
 
 
-@pytest.fixture(scope="module")
-def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> Iterator[Traffic]:
+# Counters that only get a series at their first failure: absent from a healthy run.
+FAILURE_ONLY_SERIES = frozenset({"otelmw_hook_failures_total",
+                                 "otelmw_normalize_failures_total"})
+
+
+def _start_traffic(tmp: Path, healthy: bool) -> Iterator[Traffic]:
     try:
         import opentelemetry.exporter.prometheus  # noqa: F401
         import prometheus_client  # noqa: F401
     except ImportError:
         unavailable("opentelemetry-exporter-prometheus / prometheus_client")
-    tmp = tmp_path_factory.mktemp("live-traffic")
     log = tmp / "traffic.log"
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
@@ -171,8 +177,10 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> It
         "OTELMW_DATA_DIR": str(tmp / "store"),
         "LIVE_TRAFFIC_INTERVAL": "0.25",
         "LIVE_TRAFFIC_MAX_SECONDS": "240",
+        "LIVE_TRAFFIC_HEALTHY": "1" if healthy else "0",
         "PYTHONUNBUFFERED": "1",
     })
+    expected = SDK_SERIES - FAILURE_ONLY_SERIES if healthy else SDK_SERIES
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, str(TRAFFIC_SCRIPT)], cwd=str(ROOT), env=env,
@@ -182,7 +190,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> It
         def exposes_contract() -> bool:
             status, body = _http_get(f"http://{HOST}:{port}/metrics", timeout=2)
             text = body.decode("utf-8", "replace")
-            return status == 200 and all(name in text for name in SDK_SERIES)
+            return status == 200 and all(name in text for name in expected)
 
         _wait_for("the traffic process to expose every otelmw series", exposes_contract,
                   [proc], [log])
@@ -194,10 +202,8 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> It
         _stop(proc)
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str,
-               traffic: Traffic) -> Iterator[PrometheusServer]:
-    tmp = tmp_path_factory.mktemp("live-prometheus")
+def _start_prometheus(tmp: Path, prometheus_bin: str, traffic: Traffic,
+                      scraped_series: str) -> Iterator[PrometheusServer]:
     config = tmp / "prometheus.yml"
     config.write_text(
         "global:\n"
@@ -235,8 +241,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str,
         # Enough scrapes of the still-running traffic that every rate() /
         # increase() window holds several samples of a growing counter.
         def scraped_enough() -> bool:
-            result = server.vector(
-                'min(count_over_time(otelmw_hook_failures_total[5m]))')
+            result = server.vector(f"min(count_over_time({scraped_series}[5m]))")
             return bool(result) and float(result[0]["value"][1]) >= SCRAPES_BEFORE_QUERIES
 
         _wait_for(f"{SCRAPES_BEFORE_QUERIES} scrapes of the otelmw series", scraped_enough,
@@ -244,6 +249,28 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str,
         yield server
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def traffic(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> Iterator[Traffic]:
+    yield from _start_traffic(tmp_path_factory.mktemp("live-traffic"), healthy=False)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str,
+               traffic: Traffic) -> Iterator[PrometheusServer]:
+    yield from _start_prometheus(tmp_path_factory.mktemp("live-prometheus"), prometheus_bin,
+                                 traffic, "otelmw_hook_failures_total")
+
+
+@pytest.fixture(scope="module")
+def healthy_prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str
+                       ) -> Iterator[PrometheusServer]:
+    """A demo run in which no hook and no normalizer ever fails, scraped."""
+    for traffic in _start_traffic(tmp_path_factory.mktemp("healthy-traffic"), healthy=True):
+        yield from _start_prometheus(tmp_path_factory.mktemp("healthy-prometheus"),
+                                     prometheus_bin, traffic,
+                                     "gen_ai_client_operation_duration_seconds_count")
 
 
 # ------------------------------------------------------------------------ tests
@@ -323,3 +350,22 @@ def test_collector_panel_parses(prometheus: PrometheusServer, query: DashboardQu
     assert status == 200 and doc.get("status") == "success", (
         f"panel {query.panel_title!r} ({query.dashboard_file}): Prometheus rejected\n"
         f"  {query.expr}\n  -> {doc.get('errorType')}: {doc.get('error')}")
+
+
+def test_healthy_run_has_no_failure_series(healthy_prometheus: PrometheusServer) -> None:
+    """The situation the panels must handle: the failure counters do not exist yet."""
+    for series in sorted(FAILURE_ONLY_SERIES):
+        assert healthy_prometheus.vector(series) == [], series
+
+
+@pytest.mark.parametrize("query", OWN_QUERIES, ids=_panel_ids(OWN_QUERIES))
+def test_panel_shows_a_value_before_the_first_failure(healthy_prometheus: PrometheusServer,
+                                                      query: DashboardQuery) -> None:
+    result = healthy_prometheus.vector(query.expr)
+    assert result, (
+        f"panel {query.panel_title!r} ({query.dashboard_file}) shows 'No data' on a "
+        f"healthy run:\n  {query.expr}")
+    values = [float(sample["value"][1]) for sample in result]
+    assert any(math.isfinite(v) for v in values), (query.expr, values)
+    if metric_names(query.expr) & FAILURE_ONLY_SERIES:
+        assert values == [0.0], (query.expr, result)  # zero, not a spurious series

@@ -15,7 +15,9 @@ do on every round so that each metric of the contract gets data continuously:
 Prints ``READY`` after the first round, then runs a round every
 ``LIVE_TRAFFIC_INTERVAL`` seconds (default 0.25). Stops by itself when its
 stdin is closed (the test, or the test process dying) or after
-``LIVE_TRAFFIC_MAX_SECONDS`` (default 300).
+``LIVE_TRAFFIC_MAX_SECONDS`` (default 300). With ``LIVE_TRAFFIC_HEALTHY=1`` only
+the demo turns run: no hook or normalizer ever fails, so those counters have no
+series at all (what a dashboard meets before the first failure).
 """
 
 from __future__ import annotations
@@ -79,12 +81,14 @@ def provider_down(request: Any) -> Any:
     raise ProviderDown("demo provider unreachable")
 
 
-def one_round(pipeline: Any, n: int) -> None:
+def one_round(pipeline: Any, n: int, healthy: bool = False) -> None:
     session = f"live-{n}"
     # A full demo turn: 4 LLM calls (tokens, a rewrite by "demo-router"),
     # 3 tool calls (ok, vendor error, raising tool), middleware and hooks.
     with pipeline.turn("live-agent", session_id=session, runtime_id=DEMO_RUNTIME):
         run_agent(pipeline, ScriptedProvider(), f"Weather in Lisbon, round {n}?")
+    if healthy:
+        return
     # A turn whose LLM call fails.
     with pipeline.turn("live-agent", session_id=session, runtime_id=DEMO_RUNTIME) as turn:
         try:
@@ -108,21 +112,24 @@ def _exit_when_stdin_closes() -> None:
 def main() -> int:
     interval = float(os.environ.get("LIVE_TRAFFIC_INTERVAL", "0.25"))
     max_seconds = float(os.environ.get("LIVE_TRAFFIC_MAX_SECONDS", "300"))
+    healthy = os.environ.get("LIVE_TRAFFIC_HEALTHY") == "1"
     pipeline, _memory = build_demo_pipeline()
-    pipeline.normalizers.register(BROKEN_RUNTIME, BrokenNormalizer())
+    if not healthy:
+        pipeline.normalizers.register(BROKEN_RUNTIME, BrokenNormalizer())
     configure("otelmw-live-prometheus", pipeline=pipeline)
     with tempfile.TemporaryDirectory() as home:
         plugins = PluginManager(pipeline, home=Path(home))
         plugins.add_plugin("demo", register_demo_plugins)
-        plugins.add_plugin("live-failures", register_failing_plugins)
+        if not healthy:
+            plugins.add_plugin("live-failures", register_failing_plugins)
     threading.Thread(target=_exit_when_stdin_closes, name="stdin-watch", daemon=True).start()
-    one_round(pipeline, 0)
+    one_round(pipeline, 0, healthy)
     print("READY", flush=True)
     deadline = time.monotonic() + max_seconds
     n = 1
     while time.monotonic() < deadline:
         time.sleep(interval)
-        one_round(pipeline, n)
+        one_round(pipeline, n, healthy)
         n += 1
     return 0
 
