@@ -144,6 +144,8 @@ def _cmd_traces_list(args: argparse.Namespace) -> int:
         _no_traces(_store(args))
         return 0
     style = Style.for_stream(sys.stdout, args.color)
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        style = Style(width=1 << 16, color=style.color)  # pipes get whole names to grep
     for line in render_list(newest_first(traces)[: args.limit], style):
         _out(line)
     return 0

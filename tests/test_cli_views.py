@@ -324,8 +324,7 @@ def test_control_characters_are_escaped_in_everything_printed(tmp_path: Path) ->
     (tmp_path / "hostile.py").write_text(HOSTILE)
     store = tmp_path / "store"
     env = clean_env(tmp_path, PYTHONPATH=pythonpath(tmp_path), OTELMW_DATA_DIR=str(store),
-                    OTELMW_WRAP="mymod:dispatch=tool", OTEL_SERVICE_NAME="svc\x1b[31mred",
-                    COLUMNS="200")
+                    OTELMW_WRAP="mymod:dispatch=tool", OTEL_SERVICE_NAME="svc\x1b[31mred")
     ok(otelmw("run", "--", sys.executable, "hostile.py", env=env, cwd=tmp_path))
     [span] = spans_from_requests(read_requests("traces", store))
     assert span.name == f"execute_tool {ESC_NAME}"  # stored as the program gave it
@@ -403,3 +402,18 @@ def test_env_columns_is_respected_off_a_terminal(demo: dict[str, Any]) -> None:
         out = ok(otelmw("traces", "show", tid, env={**demo["env"], "COLUMNS": str(columns)},
                         cwd=demo["root"])).stdout
         assert max(wcswidth(x) for x in out.splitlines()) <= columns
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("get_weather\x1b]0;owned\x07\x1b[2J", "get_weather\\x1b]0;owned\\x07\\x1b[2J"),
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("nul\x00 del\x7f", "nul\\x00 del\\x7f"),
+    ("csi\x9b2J", "csi\\x9b2J"),  # C1 controls act like ESC [ on many terminals
+    ("abc\u202edcba", "abc\\u202edcba"),  # bidi override ("Trojan Source")
+    ("zero\u200bwidth", "zero\\u200bwidth"),
+    ("Zürich 東京 👩\u200d💻", "Zürich 東京 👩\u200d💻"),  # text and emoji untouched
+])
+def test_printable_escapes_every_control_character(raw: str, shown: str) -> None:
+    from otelmw.terminal import printable
+
+    assert printable(raw) == shown

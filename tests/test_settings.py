@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _cli_helpers import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
@@ -51,14 +52,6 @@ PLAIN = textwrap.dedent("""
         pass
     print("RAN", flush=True)
 """)
-
-
-def otelmw_cmd() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("otelmw")
-    return [found] if found else [sys.executable, "-m", "otelmw.cli"]
 
 
 def run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
