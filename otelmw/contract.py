@@ -182,7 +182,7 @@ class CallInfo:
     The pipelines construct it positionally: keep new fields after ``server_port``.
     """
 
-    operation: str  # "chat" or "execute_tool"
+    operation: str  # "chat", "execute_tool" or "embeddings" ("invoke_agent": host hooks)
     session_id: str | None = None
     task_id: str | None = None
     turn_id: str | None = None

@@ -8,7 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import _current_llm_call, _last_api_request_id, isawaitable, terminal_for
+from .callstate import (
+    _current_llm_call,
+    _last_api_request_id,
+    allm_terminal_for,
+    isawaitable,
+    llm_terminal_for,
+)
 from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
 from .failures import FailureLog, safe_str
 from .hooks import afire_hooks, all_hook_events, fire_hooks
@@ -72,10 +78,16 @@ class LLMCalls:
                                   (server_address, server_port))
             if obs is not None:
                 obs.call_started(call, request)
+        elif obs is not None:  # opened before the host's own request stage: the
+            obs.request_rewritten(call, request)  # request now is the one it sends
         token = _current_llm_call.set(call)
         try:
             if self.registry.llm_active or all_hook_events(obs):
+                # Middleware and hooks run outside the request: a model call they make
+                # is its own (``llm_terminal_for`` makes ``call`` current again).
+                _current_llm_call.set(None)
                 result = self._run_llm(call, request, execute)
+                _last_api_request_id.set(call.api_request_id)  # not a nested call's id
             else:  # observer only (the SDK instrumentors' usual case): just the base call
                 result = execute(request)
         except BaseException as exc:
@@ -104,12 +116,14 @@ class LLMCalls:
         if mw[c.LLM_REQUEST]:
             effective = run_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                      original, original, mkw, obs, failures)
+            if effective is not original and obs is not None:
+                obs.request_rewritten(call, effective)
         payload = None
         if hooked:
             payload = self._api_payload(call, kw, effective, time.time())
             fire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload, obs,
                        failures)
-        terminal = terminal_for(execute, request, original)
+        terminal = llm_terminal_for(execute, request, original, call, obs)
         layers = mw[c.LLM_EXECUTION]
         try:
             if layers:
@@ -160,7 +174,9 @@ class LLMCalls:
         token = _current_llm_call.set(call)
         try:
             if self.registry.llm_active or all_hook_events(obs):
+                _current_llm_call.set(None)  # as in run_llm
                 result = await self._arun_llm(call, request, execute)
+                _last_api_request_id.set(call.api_request_id)
             else:  # observer only: just the base call
                 result = execute(request)
                 if isawaitable(result):
@@ -192,12 +208,14 @@ class LLMCalls:
         if mw[c.LLM_REQUEST]:
             effective = await arun_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                             original, original, mkw, obs, failures)
+            if effective is not original and obs is not None:
+                obs.request_rewritten(call, effective)
         payload = None
         if hooked:
             payload = self._api_payload(call, kw, effective, time.time())
             await afire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload,
                               obs, failures)
-        terminal = terminal_for(execute, request, original)
+        terminal = allm_terminal_for(execute, request, original, call, obs)
         layers = mw[c.LLM_EXECUTION]
         try:
             if layers:

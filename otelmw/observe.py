@@ -35,6 +35,11 @@ class PipelineObserver(Protocol):
     def call_started(self, call: CallInfo, payload: Any) -> None:
         """An LLM or tool call entered the pipeline (before any middleware)."""
 
+    def request_rewritten(self, call: CallInfo, request: Any) -> None:
+        """The request of an LLM call changed since ``call_started`` (a request
+        stage rewrote it, or a wrapper passed another one on): ``request`` is the
+        one that goes to the provider. Reported only when the object changed."""
+
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         """The call left the pipeline. Returns the result to hand back (it may
         wrap a stream so the observer sees its end)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import contract as c
 from .callstate import current_llm_call
+from .embedding_calls import EmbeddingCalls
 from .failures import FailureLog
 from .llm_calls import LLMCalls
 from .memory import MemoryAdapter
@@ -30,7 +31,7 @@ __all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pi
            "parse_arguments"]
 
 
-class Pipeline(LLMCalls, ToolCalls):
+class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
     """One set of registrations, normalizers, memory adapters and an observer."""
 
     def __init__(self, registry: MiddlewareRegistry | None = None,

@@ -389,3 +389,198 @@ def test_bad_settings_under_auto_instrumentation_fall_back_instead_of_failing_th
     for name in ("OTELMW_HOOK_EVENTS", "OTELMW_MIDDLEWARE_METRICS",
                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
         assert sum(name in w for w in warnings) == 1, (name, warnings)
+
+
+# ------------------------------------------- the chat span describes what was sent
+def _rewrite(model: str | None = None, **params: Any) -> Any:
+    """An ``llm_request`` rewrite setting ``model`` and ``params`` (None: removed)."""
+    def rewrite(**kw: Any) -> Any:
+        request = dict(kw["request"])
+        if model is not None:
+            request["model"] = model
+        for key, value in params.items():
+            if value is None:
+                request.pop(key, None)
+            else:
+                request[key] = value
+        return {"request": request, "source": "router"}
+    return rewrite
+
+
+@pytest.fixture()
+def plugin() -> Iterator[Any]:
+    reg = get_pipeline().registry
+    try:
+        yield lambda kind, fn: reg.add_middleware(kind, fn, plugin="sdk-test")
+    finally:
+        reg.remove_plugin("sdk-test")
+
+
+def _create(is_async: bool, server: ScriptedLLMServer, **request: Any) -> Any:
+    if not is_async:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        return client.chat.completions.create(messages=MSGS, **request)
+
+    async def run() -> Any:
+        aclient = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        return await aclient.chat.completions.create(messages=MSGS, **request)
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_chat_span_describes_the_rewritten_request(tel: Telemetry, server: ScriptedLLMServer,
+                                                   plugin: Any, is_async: bool) -> None:
+    plugin("llm_request", _rewrite("gpt-pinned", temperature=0.1, max_tokens=None))
+    _create(is_async, server, model="gpt-asked", temperature=0.9, max_tokens=50)
+    sent = server.requests[-1].body
+    assert (sent["model"], sent["temperature"], "max_tokens" in sent) == ("gpt-pinned", 0.1,
+                                                                         False)
+    (span,) = tel.chat_spans()
+    assert span.name == "chat gpt-pinned"
+    a = span.attributes
+    assert a["gen_ai.request.model"] == "gpt-pinned"
+    assert a["otelmw.request.original_model"] == "gpt-asked"
+    assert a["gen_ai.request.temperature"] == 0.1
+    assert "gen_ai.request.max_tokens" not in a  # the rewrite removed it
+    (point,) = tel.metric_points("gen_ai.client.operation.duration")
+    assert point.attributes["gen_ai.request.model"] == "gpt-pinned"
+
+
+def test_rewrite_that_keeps_the_model_records_no_original_model(
+        tel: Telemetry, server: ScriptedLLMServer, plugin: Any) -> None:
+    plugin("llm_request", _rewrite(max_tokens=7))
+    _create(False, server, model="gpt-same")
+    (span,) = tel.chat_spans()
+    assert span.name == "chat gpt-same" and span.attributes["gen_ai.request.max_tokens"] == 7
+    assert "otelmw.request.original_model" not in span.attributes
+
+
+def test_chat_span_follows_a_request_a_wrapper_passes_on(
+        tel: Telemetry, server: ScriptedLLMServer, plugin: Any) -> None:
+    def fallback(**kw: Any) -> Any:  # a wrapper that sends another model downstream
+        return kw["next_call"]({**kw["request"], "model": "gpt-fallback"})
+
+    plugin("llm_execution", fallback)
+    _create(False, server, model="gpt-first", temperature=0.3)
+    assert server.requests[-1].body["model"] == "gpt-fallback"
+    (span,) = tel.chat_spans()
+    assert span.name == "chat gpt-fallback"
+    assert span.attributes["otelmw.request.original_model"] == "gpt-first"
+    assert span.attributes["gen_ai.request.temperature"] == 0.3
+
+
+# ------------------------------------------------------------- nested model calls
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_model_call_inside_a_wrapper_gets_its_own_chat_span(
+        tel: Telemetry, server: ScriptedLLMServer, plugin: Any, is_async: bool) -> None:
+    # A guardrail asking another model first; the judge's own call passes through it.
+    def judge(**kw: Any) -> Any:
+        if kw["request"]["model"] != "gpt-judge":
+            client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            client.chat.completions.create(model="gpt-judge", messages=MSGS)
+        return kw["next_call"](kw["request"])
+
+    async def ajudge(**kw: Any) -> Any:
+        if kw["request"]["model"] != "gpt-judge":
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            await client.chat.completions.create(model="gpt-judge", messages=MSGS)
+        return await kw["next_call"](kw["request"])
+
+    plugin("llm_execution", ajudge if is_async else judge)
+    resp = _create(is_async, server, model="gpt-main")
+    sent = {r.body["model"]: r for r in server.requests}
+    spans = {s.name: s for s in tel.spans.get_finished_spans()}
+    outer, inner = spans["chat gpt-main"], spans["chat gpt-judge"]
+    wrapper = next(s for s in tel.spans.get_finished_spans() if s.name.startswith(
+        "llm_execution ") and s.parent.span_id == outer.context.span_id)
+    assert inner.parent.span_id == wrapper.context.span_id
+    assert outer.attributes["gen_ai.response.id"] == resp.id == sent["gpt-main"].response_id
+    assert inner.attributes["gen_ai.response.id"] == sent["gpt-judge"].response_id
+    assert outer.attributes["gen_ai.usage.input_tokens"] == sent["gpt-main"].usage[
+        "input_tokens"]
+    points = tel.metric_points("gen_ai.client.operation.duration")
+    assert sorted(p.attributes["gen_ai.request.model"] for p in points) == ["gpt-judge",
+                                                                            "gpt-main"]
+
+
+# --------------------------------------------------------------------- embeddings
+def _embedding_spans(tel: Telemetry) -> list[Any]:
+    return [s for s in tel.spans.get_finished_spans() if s.name.startswith("embeddings")]
+
+
+def test_embeddings_span_and_metrics(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    resp = client.embeddings.create(model="emb-small", input=["alpha", "beta gamma"])
+    rec = server.requests[-1]
+    assert rec.api == "embeddings" and len(resp.data) == 2
+    (span,) = _embedding_spans(tel)
+    assert span.name == "embeddings emb-small" and span.kind.name == "CLIENT"
+    a = span.attributes
+    assert a["gen_ai.operation.name"] == "embeddings"
+    assert a["gen_ai.provider.name"] == "openai"
+    assert a["gen_ai.request.model"] == a["gen_ai.response.model"] == "emb-small"
+    assert a["gen_ai.usage.input_tokens"] == resp.usage.prompt_tokens == rec.usage[
+        "input_tokens"]
+    assert a["gen_ai.embeddings.dimension.count"] == len(resp.data[0].embedding) == 8
+    assert "gen_ai.request.encoding_formats" not in a  # not specified by the caller
+    assert a["server.address"] == "127.0.0.1" and a["server.port"] == server.port
+    assert tel.chat_spans() == []
+    (duration,) = tel.metric_points("gen_ai.client.operation.duration")
+    assert duration.attributes["gen_ai.operation.name"] == "embeddings"
+    assert duration.attributes["gen_ai.response.model"] == "emb-small"
+    (tokens,) = tel.metric_points("gen_ai.client.token.usage")
+    assert tokens.attributes["gen_ai.token.type"] == "input"
+    assert tokens.sum == resp.usage.prompt_tokens
+
+
+def test_async_embeddings_with_encoding_format_and_dimensions(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    async def run() -> Any:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        encoded = await client.embeddings.create(model="emb-b64", input="hello",
+                                                 encoding_format="base64")
+        await client.embeddings.create(model="emb-16", input=[[1, 2, 3]], dimensions=16,
+                                       encoding_format="float")
+        return encoded
+
+    encoded = asyncio.run(run())
+    assert isinstance(encoded.data[0].embedding, str)  # the caller asked for base64
+    spans = {s.name: s.attributes for s in _embedding_spans(tel)}
+    b64, sized = spans["embeddings emb-b64"], spans["embeddings emb-16"]
+    assert list(b64["gen_ai.request.encoding_formats"]) == ["base64"]
+    assert b64["gen_ai.embeddings.dimension.count"] == 8  # measured on the base64 vector
+    assert list(sized["gen_ai.request.encoding_formats"]) == ["float"]
+    assert sized["gen_ai.embeddings.dimension.count"] == 16
+    assert [r.body["dimensions"] for r in server.requests if "dimensions" in r.body] == [16]
+
+
+def test_embeddings_error_marks_span_and_metric(tel: Telemetry,
+                                                server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    server.push_error(500, "boom")
+    with pytest.raises(openai.InternalServerError) as info:
+        client.embeddings.create(model="emb-e", input="x")
+    (span,) = _embedding_spans(tel)
+    t = type(info.value)
+    assert span.status.status_code.name == "ERROR"
+    assert span.attributes["error.type"] == f"{t.__module__}.{t.__qualname__}"
+    (point,) = tel.metric_points("gen_ai.client.operation.duration")
+    assert point.attributes["error.type"] == span.attributes["error.type"]
+
+
+def test_embeddings_inside_a_host_chat_call_is_a_span_of_its_own(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+
+    def host_adapter(request: dict[str, Any]) -> Any:  # retrieval, then the model call
+        client.embeddings.create(model="emb-rag", input="query")
+        return client.chat.completions.create(**request)
+
+    resp = get_pipeline().run_llm({"model": "gpt-rag", "messages": MSGS}, host_adapter,
+                                  provider="openai")
+    (chat,) = tel.chat_spans()
+    (emb,) = _embedding_spans(tel)
+    assert emb.parent.span_id == chat.context.span_id
+    assert chat.attributes["gen_ai.response.id"] == resp.id
+    assert chat.attributes["gen_ai.response.model"] == "gpt-rag"
+    assert emb.attributes["gen_ai.response.model"] == "emb-rag"

@@ -323,7 +323,7 @@ def test_default_policy_models_and_recording() -> None:
         )
         assert called.choices[0].message.tool_calls[0].function.arguments == "{}"  # type: ignore[index]
 
-        miss = httpx.post(f"{llm.root_url}/v1/embeddings", json={"input": "x"})
+        miss = httpx.post(f"{llm.root_url}/v1/audio/speech", json={"input": "x"})
         assert miss.status_code == 404 and "error" in miss.json()
         bad = httpx.post(f"{llm.base_url}/chat/completions", content=b"not json")
         assert bad.status_code == 400
@@ -345,3 +345,24 @@ def test_default_policy_models_and_recording() -> None:
         llm.push_text("queued")
         llm.clear()
         assert llm.requests == [] and llm.pending() == 0
+
+
+def test_openai_embeddings_floats_base64_and_dimensions(llm: ScriptedLLMServer,
+                                                        oai: openai.OpenAI) -> None:
+    import base64
+    import struct
+
+    floats = oai.embeddings.create(model="emb", input=["one", "two"])
+    assert [len(d.embedding) for d in floats.data] == [8, 8]
+    assert floats.data[0].embedding != floats.data[1].embedding  # one vector per input
+    assert floats.usage.prompt_tokens == math.ceil(len("onetwo") / 4)
+    again = oai.embeddings.create(model="emb", input="one", encoding_format="base64")
+    raw = base64.b64decode(again.data[0].embedding)
+    assert list(struct.unpack("<8f", raw)) == pytest.approx(floats.data[0].embedding)
+    sized = oai.embeddings.create(model="emb", input="one", dimensions=3)
+    assert len(sized.data[0].embedding) == 3
+    recs = [r for r in llm.requests if r.api == "embeddings"]
+    assert len(recs) == 3 and recs[0].usage == {"input_tokens": 2, "output_tokens": 0}
+    llm.push_error(429, "slow down")
+    with pytest.raises(openai.RateLimitError):
+        oai.embeddings.create(model="emb", input="x")

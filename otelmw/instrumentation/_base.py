@@ -61,19 +61,48 @@ def server_of(base_url: Any) -> tuple[str | None, int | None]:
     return (str(host) if host else None), (int(port) if port else None)
 
 
+def _client_server() -> Callable[[Any], tuple[str | None, int | None]]:
+    """(host, port) of an SDK resource's client, with a one-entry cache keyed by
+    the base URL's identity (one per wrapper: clients rarely change their URL)."""
+    last: list[Any] = [(None, (None, None))]
+
+    def server(instance: Any) -> tuple[str | None, int | None]:
+        url = getattr(getattr(instance, "_client", None), "base_url", None)
+        cached_url, found = last[0]  # read the pair once: safe across threads
+        if url is None or url is not cached_url:
+            found = server_of(url)
+            last[0] = (url, found)
+        return found  # type: ignore[no-any-return]
+
+    return server
+
+
+def sdk_embeddings_wrapper(provider: str, *, is_async: bool) -> Wrapper:
+    """Wrapper for an SDK ``embeddings.create``: an ``embeddings`` span of its own,
+    also inside a host-level chat call (it is never that call's request)."""
+    _server = _client_server()
+
+    def traced_embeddings(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
+        address, port = _server(instance)
+        return get_pipeline().run_embeddings(kwargs, lambda request: wrapped(*args, **request),
+                                             provider=provider, server_address=address,
+                                             server_port=port)
+
+    async def atraced_embeddings(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                                 kwargs: dict[str, Any]) -> Any:
+        address, port = _server(instance)
+        return await get_pipeline().arun_embeddings(
+            kwargs, lambda request: wrapped(*args, **request), provider=provider,
+            server_address=address, server_port=port)
+
+    return atraced_embeddings if is_async else traced_embeddings
+
+
 def sdk_llm_wrapper(provider: str, api_mode: str, *, is_async: bool) -> Wrapper:
     """Wrapper for an SDK ``create`` method: pipeline + ``chat`` span, or — when a
     host-level ``chat`` call is already in flight — enrichment of that span only."""
-
-    last: list[Any] = [(None, (None, None))]  # one-entry cache keyed by URL identity
-
-    def _server(instance: Any) -> tuple[str | None, int | None]:
-        url = getattr(getattr(instance, "_client", None), "base_url", None)
-        cached_url, server = last[0]  # read the pair once: safe across threads
-        if url is None or url is not cached_url:
-            server = server_of(url)
-            last[0] = (url, server)
-        return server  # type: ignore[no-any-return]
+    _server = _client_server()
 
     def traced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:

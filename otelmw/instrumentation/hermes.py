@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 from .. import contract as c
 from .. import observe as o
 from .. import settings as cfg
+from ..callstate import reset_current_llm_call, set_current_llm_call
 from ..failures import HOOK, INSTRUMENTATION, MIDDLEWARE, describe, safe_str
 from ..payloads import changed_keys
 from ..pipeline import current_llm_call, get_pipeline
@@ -185,6 +186,9 @@ def _named_like(run: Any, cb: Any) -> Any:
 def _instrumented(cb: Any, kind: str, pos: int, call: c.CallInfo, obs: Any) -> Any:
     """``cb`` reporting one span per invocation, under Hermes' own semantics."""
     layer, rewrite = _layer(kind, cb), kind in c.REQUEST_KINDS
+    # An LLM wrapper's own model calls (a judge) are calls of their own: ``call`` is
+    # the current LLM call only inside its next_call (see llm_terminal_for).
+    outside = kind == c.LLM_EXECUTION
 
     def run(**kw: Any) -> Any:
         st: list[Any] = [False, False, None]  # next_call called, returned, raised
@@ -192,15 +196,20 @@ def _instrumented(cb: Any, kind: str, pos: int, call: c.CallInfo, obs: Any) -> A
         if not rewrite and callable(nxt):
             def next_call(next_payload: Any = None) -> Any:
                 st[0] = True
+                inside = set_current_llm_call(call) if outside else None
                 try:
                     r = nxt(next_payload)
                 except BaseException as e:
                     st[2] = e
                     raise
+                finally:
+                    if inside is not None:
+                        reset_current_llm_call(inside)
                 st[1] = True
                 return r
             kw["next_call"] = next_call
         token = (obs.rewrite_started if rewrite else obs.wrapper_started)(call, layer, pos)
+        away = set_current_llm_call(None) if outside else None
         try:
             result = cb(**kw)
         except BaseException as exc:
@@ -212,6 +221,9 @@ def _instrumented(cb: Any, kind: str, pos: int, call: c.CallInfo, obs: Any) -> A
             else:
                 obs.wrapper_finished(call, token, outcome, err)
             raise
+        finally:
+            if away is not None:
+                reset_current_llm_call(away)
         try:
             if rewrite:
                 _rewrite_end(obs, call, token, layer, kw, result)

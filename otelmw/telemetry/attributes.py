@@ -32,6 +32,8 @@ GEN_AI_TOOL_TYPE: Final = g.GEN_AI_TOOL_TYPE
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = g.GEN_AI_TOOL_CALL_ARGUMENTS
 GEN_AI_TOOL_CALL_RESULT: Final = g.GEN_AI_TOOL_CALL_RESULT
 GEN_AI_INPUT_MESSAGES: Final = g.GEN_AI_INPUT_MESSAGES
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT: Final = g.GEN_AI_EMBEDDINGS_DIMENSION_COUNT
+GEN_AI_REQUEST_ENCODING_FORMATS: Final = g.GEN_AI_REQUEST_ENCODING_FORMATS
 ERROR_TYPE: Final = error_attributes.ERROR_TYPE
 SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
 SERVER_PORT: Final = server_attributes.SERVER_PORT
@@ -60,6 +62,7 @@ OTELMW_RESULT_CONTENT_DIGEST: Final = "otelmw.result.content.digest"
 OTELMW_RESULT_STATUS: Final = "otelmw.result.status"
 OTELMW_TOOL_ARGS_DIGEST: Final = "otelmw.tool.args.digest"
 OTELMW_REQUEST_DIGEST: Final = "otelmw.request.digest"
+OTELMW_REQUEST_ORIGINAL_MODEL: Final = "otelmw.request.original_model"
 OTELMW_STREAM_ENDED_BY: Final = "otelmw.stream.ended_by"
 OTELMW_MIDDLEWARE_TRACE: Final = "otelmw.middleware_trace"
 OTELMW_HOOK_NAME: Final = "otelmw.hook.name"
@@ -69,6 +72,7 @@ OTELMW_SCHEMA_MIDDLEWARE: Final = "otelmw.schema.middleware"
 
 # Span name prefixes (operation names of the GenAI conventions).
 OP_CHAT: Final = "chat"
+OP_EMBEDDINGS: Final = "embeddings"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 

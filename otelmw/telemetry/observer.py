@@ -37,7 +37,7 @@ from .observer_core import (
     mark_error,
     mark_exception,
 )
-from .responses import ResponseFacts, is_stream
+from .responses import EmbeddingsFacts, ResponseFacts, is_stream
 from .streams import wrap_stream
 from .values import clean_str as _c
 from .values import (
@@ -132,19 +132,22 @@ class TelemetryObserver(LayerSpans, HookEvents):
     # ------------------------------------------------------------ operations
     def call_started(self, call: CallInfo, payload: Any) -> None:
         try:
-            if call.operation == "chat":
-                self._start_chat(call, payload)
+            operation = call.operation
+            if operation == "chat" or operation == "embeddings":
+                self._start_model_call(call, payload)
             else:
                 self._start_tool(call, payload)
         except Exception as exc:
             call.observer_state = None
             self._internal_failure("call_started", exc)
 
-    def _chat_base(self, key: tuple[Any, ...]) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """(span name, span attributes, metric attributes) shared by every chat call
-        to one provider/model/server/mode; built (and sanitized) once per key."""
-        provider, model, address, port, api_mode = key
-        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_CHAT,
+    def _model_call_base(self, key: tuple[Any, ...]
+                         ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(span name, span attributes, metric attributes) shared by every chat (or
+        embeddings) call to one provider/model/server/mode; built (and sanitized)
+        once per key."""
+        operation, provider, model, address, port, api_mode = key
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: operation,
                                  a.GEN_AI_PROVIDER_NAME: _c(provider) or "unknown"}
         model = _c(model)
         if model:
@@ -161,32 +164,60 @@ class TelemetryObserver(LayerSpans, HookEvents):
             attrs[a.OTELMW_API_MODE] = _c(api_mode)
         if len(self._chat_bases) > 1024:  # one entry per distinct model/endpoint: bounded
             self._chat_bases.clear()
-        base = self._chat_bases[key] = (f"chat {model}" if model else "chat", attrs,
+        base = self._chat_bases[key] = (f"{operation} {model}" if model else operation, attrs,
                                         metric_attrs)
         return base
 
-    def _start_chat(self, call: CallInfo, request: Any) -> None:
-        base_key = (call.provider, call.model, call.server_address, call.server_port,
-                    call.api_mode)
+    def _start_model_call(self, call: CallInfo, request: Any) -> None:
+        base_key = (call.operation, call.provider, call.model, call.server_address,
+                    call.server_port, call.api_mode)
         base = self._chat_bases.get(base_key)
         if base is None:
-            base = self._chat_base(base_key)
+            base = self._model_call_base(base_key)
         name, attrs, metric_attrs = base[0], dict(base[1]), dict(base[2])
         # The cheap ids go in with start_span (one attribute set instead of two);
-        # only content, the costly part, waits for is_recording().
+        # request parameters wait for the span's end (a rewrite may change them),
+        # content, the costly part, for is_recording().
         self._ids(call, attrs)
-        if type(request) is dict:
-            for key, attr in _REQUEST_PARAMS:
-                v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
-                if v is not None:
-                    attrs[attr] = v
         span = self.tracer.start_span(name, kind=_CLIENT, attributes=attrs)
-        if self.content.on_spans and isinstance(request, dict) and span.is_recording():
+        if self.content.on_spans and call.operation == "chat" and span.is_recording():
+            self._input_messages(span, request)
+        call.observer_state = OpState(span, _attach(_set_span_in_context(span)), _perf_counter(),
+                                      metric_attrs, request)
+
+    def _input_messages(self, span: Any, request: Any) -> None:
+        if isinstance(request, dict):
             msgs = request.get("messages", request.get("input"))
             if msgs is not None:
                 span.set_attribute(a.GEN_AI_INPUT_MESSAGES, self.content.render(msgs))
-        call.observer_state = OpState(span, _attach(_set_span_in_context(span)), _perf_counter(),
-                                  metric_attrs)
+
+    def request_rewritten(self, call: CallInfo, request: Any) -> None:
+        """The chat span describes the request that is sent: model, span name and
+        parameters follow the effective request (the original model is kept)."""
+        op = call.observer_state
+        if not isinstance(op, OpState) or op.request is request or call.operation != "chat":
+            return
+        try:
+            op.request = request
+            model = request.get("model") if isinstance(request, dict) else None
+            if isinstance(model, str) and model and model != call.model:
+                self._model_changed(call, op, model)
+            if self.content.on_spans and op.span.is_recording():
+                self._input_messages(op.span, request)
+        except Exception as exc:
+            self._internal_failure("request_rewritten", exc)
+
+    def _model_changed(self, call: CallInfo, op: OpState, model: str) -> None:
+        if op.original_model is None and call.model:
+            op.original_model = _c(call.model)
+        call.model = model  # hook records of this call name the model that is asked
+        clean = _c(model)
+        op.span.update_name(f"chat {clean}")
+        attrs = {a.GEN_AI_REQUEST_MODEL: clean}
+        if op.original_model is not None:
+            attrs[a.OTELMW_REQUEST_ORIGINAL_MODEL] = op.original_model
+        op.span.set_attributes(attrs)
+        op.attrs[a.GEN_AI_REQUEST_MODEL] = clean
 
     def _start_tool(self, call: CallInfo, args: Any) -> None:
         tool = _c(call.tool_name) or "unknown"
@@ -202,7 +233,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             span.set_attributes(extra)
         token = _attach(_set_span_in_context(span))
         metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
-        call.observer_state = OpState(span, token, _perf_counter(), metric_attrs)
+        call.observer_state = OpState(span, token, _perf_counter(), metric_attrs, None)
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         op = call.observer_state
@@ -211,13 +242,16 @@ class TelemetryObserver(LayerSpans, HookEvents):
         try:
             safe_detach(op.token)
             op.token = None
-            if call.operation == "chat":
+            operation = call.operation
+            if operation == "chat":
                 if error is None and is_stream(result):
                     return wrap_stream(result, _ChatStream(self, call, op))
                 facts = ResponseFacts()
                 if error is None:
                     facts.absorb(result)
                 self._end_chat(call, op, facts, error, None)
+            elif operation == "embeddings":
+                self._end_embeddings(op, result, error)
             else:
                 self._end_tool(op, error)
         except Exception as exc:
@@ -267,6 +301,12 @@ class TelemetryObserver(LayerSpans, HookEvents):
             mattrs[a.GEN_AI_RESPONSE_MODEL] = response_model
         if span.is_recording():
             attrs: dict[str, Any] = {}
+            request = op.request
+            if isinstance(request, dict):  # the effective request (see request_rewritten)
+                for key, attr in _REQUEST_PARAMS:
+                    v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
+                    if v is not None:
+                        attrs[attr] = v
             if facts.response_id:
                 attrs[a.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
             if response_model:
@@ -291,6 +331,41 @@ class TelemetryObserver(LayerSpans, HookEvents):
         if facts.output_tokens is not None:
             inst.token_usage.record(facts.output_tokens,
                                     {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})
+
+    def _end_embeddings(self, op: OpState, result: Any, error: BaseException | None) -> None:
+        span, mattrs = op.span, op.attrs
+        duration = time.perf_counter() - op.start
+        facts = EmbeddingsFacts()
+        if error is None:
+            facts.absorb(result)
+        response_model = _c(facts.model) if facts.model else None
+        if response_model:
+            mattrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+        if span.is_recording():
+            attrs: dict[str, Any] = {}
+            request = op.request
+            dimensions = facts.dimensions
+            if isinstance(request, dict):
+                fmt = request.get("encoding_format")
+                if isinstance(fmt, str) and fmt:
+                    attrs[a.GEN_AI_REQUEST_ENCODING_FORMATS] = [_c(fmt, 64)]
+                asked = otlp_number(request.get("dimensions"))
+                if type(asked) is int and asked > 0:
+                    dimensions = asked
+            if dimensions is not None:
+                attrs[a.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
+            if response_model:
+                attrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+            if facts.input_tokens is not None:
+                attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
+            span.set_attributes(attrs)
+        if error is not None:
+            mark_exception(span, error, mattrs)
+        span.end()
+        self.inst.operation_duration.record(duration, mattrs)
+        if facts.input_tokens is not None:
+            self.inst.token_usage.record(facts.input_tokens,
+                                         {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
 
     def _end_tool(self, op: OpState, error: BaseException | None) -> None:
         span = op.span

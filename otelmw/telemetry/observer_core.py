@@ -45,11 +45,15 @@ def mark_exception(span: trace.Span, exc: BaseException,
 class OpState:
     """Per-call state (kept on ``CallInfo.observer_state``)."""
 
-    __slots__ = ("attrs", "digests", "facts", "span", "start", "token")
+    __slots__ = ("attrs", "digests", "facts", "original_model", "request", "span", "start",
+                 "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
-                 attrs: dict[str, Any]) -> None:
+                 attrs: dict[str, Any], request: Any = None) -> None:
         self.span, self.token, self.start, self.attrs = span, token, start, attrs
+        # chat: the effective request (its parameters go on the span when it ends)
+        self.request = request
+        self.original_model: str | None = None  # set when a rewrite changed the model
         self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
         # The same request/args/result objects reach the span and several hook
         # events of one call: digest each once. id → (object kept alive, digest).

@@ -131,6 +131,36 @@ class ResponseFacts:
             self.model = get(resp, "model") or self.model
 
 
+@dataclass(slots=True)
+class EmbeddingsFacts:
+    """What an embeddings span records from a response (OpenAI ``CreateEmbeddingResponse``)."""
+
+    model: str | None = None
+    input_tokens: int | None = None
+    dimensions: int | None = None  # length of the first vector
+
+    def absorb(self, obj: Any) -> None:
+        model = get(obj, "model")
+        if isinstance(model, str):
+            self.model = model
+        usage = get(obj, "usage")
+        tokens = _int(get(usage, "prompt_tokens"))
+        self.input_tokens = tokens if tokens is not None else _int(get(usage, "input_tokens"))
+        data = get(obj, "data")
+        if isinstance(data, list | tuple) and data:
+            self.dimensions = _dimensions(get(data[0], "embedding"))
+
+
+def _dimensions(vector: Any) -> int | None:
+    if isinstance(vector, list | tuple):
+        return len(vector) or None
+    if isinstance(vector, str) and vector:  # base64 of little-endian float32s
+        size = len(vector) * 3 // 4 - (2 if vector.endswith("==") else
+                                       1 if vector.endswith("=") else 0)
+        return size // 4 or None
+    return None
+
+
 _STREAM_TYPES: dict[type, bool] = {}
 
 

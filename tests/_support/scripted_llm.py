@@ -2,17 +2,23 @@
 
 Endpoints (matched by path suffix, so ``/v1/...`` and ``/v1/v1/...`` both work):
 ``GET /models``, ``POST /chat/completions``, ``POST /responses``, ``POST /messages``; JSON, or
-SSE when ``"stream": true``. Replies come from a FIFO script (:meth:`ScriptedLLMServer.push`);
-when it is empty the default policy applies: last input is a tool result -> text
-``"done: <first 50 chars of it>"``; tools offered and ``tool_first`` -> call the first tool with
-``tool_args.get(name, {})``; otherwise text ``default_text``. Every request is recorded.
+SSE when ``"stream": true``; ``POST /embeddings`` (JSON: one deterministic vector per input,
+``dimensions`` long (default 8), floats or ``encoding_format: base64`` float32s; a queued
+error reply applies, a text reply is consumed and ignored). Replies come from a FIFO script
+(:meth:`ScriptedLLMServer.push`); when it is empty the default policy applies: last input is
+a tool result -> text ``"done: <first 50 chars of it>"``; tools offered and ``tool_first`` ->
+call the first tool with ``tool_args.get(name, {})``; otherwise text ``default_text``. Every
+request is recorded.
 Note: SDK clients retry 429/5xx by default; use ``max_retries=0`` when injecting errors.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import struct
 import threading
 import time
 from collections import Counter, deque
@@ -25,7 +31,9 @@ from _support import LocalHandler, LocalHTTPServer
 __all__ = ["RecordedRequest", "ScriptedLLMServer", "ScriptedReply"]
 
 _FINGERPRINT = "fp_scripted"
-_ROUTES = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages"}
+_ROUTES = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages",
+           "/embeddings": "embeddings"}
+EMBEDDING_DIMENSIONS = 8
 _ERROR_TYPES = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
 Event = tuple[str | None, Any]  # (SSE event name or None, JSON payload or raw string)
 
@@ -48,7 +56,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any  # parsed JSON (None when absent or not JSON)
-    api: str  # 'chat' | 'responses' | 'messages' | 'models' | 'unknown'
+    api: str  # 'chat' | 'responses' | 'messages' | 'embeddings' | 'models' | 'unknown'
     stream: bool = False
     status: int = 200
     response_id: str | None = None
@@ -81,6 +89,9 @@ def _pieces(text: str, size: int = 8) -> list[str]:
 
 def _inspect(api: str, body: dict[str, Any]) -> tuple[str | None, list[str], int]:
     """Return (tool result text if the last input is one, offered tool names, prompt chars)."""
+    if api == "embeddings":
+        return None, [], sum(_chars(x) if isinstance(x, str) else len(x) if isinstance(
+            x, list) else 1 for x in _embedding_inputs(body))
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     if api == "responses":
         inp = body.get("input")
@@ -100,6 +111,29 @@ def _inspect(api: str, body: dict[str, Any]) -> tuple[str | None, list[str], int
     blocks = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
     result = _text(blocks[-1].get("content")) if blocks else None
     return result, [t.get("name", "") for t in tools], _chars(msgs) + _chars(body.get("system"))
+
+
+def _embedding_inputs(body: dict[str, Any]) -> list[Any]:
+    """The inputs of an embeddings request: a str, a token list, or a list of either."""
+    inp = body.get("input")
+    if isinstance(inp, list) and inp and not all(isinstance(x, int) for x in inp):
+        return inp
+    return [inp]
+
+
+def _embeddings_json(body: dict[str, Any], model: str, prompt_tokens: int) -> dict[str, Any]:
+    dims = body.get("dimensions")
+    dims = dims if isinstance(dims, int) and dims > 0 else EMBEDDING_DIMENSIONS
+    data = []
+    for index, item in enumerate(_embedding_inputs(body)):
+        seed = hashlib.sha256(json.dumps(item).encode()).digest()
+        vector = [(seed[i % 32] - 128) / 128 for i in range(dims)]
+        value: Any = vector
+        if body.get("encoding_format") == "base64":
+            value = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    return {"object": "list", "data": data, "model": model, "usage": usage}
 
 
 def _error_body(status: int, message: str, anthropic: bool) -> dict[str, Any]:
@@ -169,6 +203,12 @@ class _Handler(LocalHandler):
                 extra["retry-after"] = str(reply.retry_after)
             payload = _error_body(reply.error_status, reply.error_message, anthropic)
             self._send_json(reply.error_status, payload, extra)
+            return
+        if api == "embeddings":
+            rec.usage = {"input_tokens": prompt_tokens, "output_tokens": 0}
+            llm._record(rec)
+            model = str(body.get("model") or llm.models[0])
+            self._send_json(200, _embeddings_json(body, model, prompt_tokens), extra)
             return
         out_chars = len(reply.text or "")
         out_chars += sum(len(name) + len(json.dumps(args)) for name, args in reply.tool_calls)

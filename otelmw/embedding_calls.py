@@ -1,0 +1,63 @@
+"""Embeddings requests: observed (an ``embeddings {model}`` span and metrics), never
+rewritten — the middleware contract's LLM stages are for chat requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import contract as c
+from .callstate import isawaitable
+from .observe import PipelineObserver
+
+
+class EmbeddingCalls:
+    """Mixin of ``Pipeline``: ``run_embeddings`` / ``arun_embeddings``."""
+
+    observer: PipelineObserver | None
+
+    @staticmethod
+    def _embeddings_call(request: Any, provider: str | None,
+                         server: tuple[str | None, int | None]) -> c.CallInfo:
+        rc = c.current_runtime_context()
+        model = request.get("model") if isinstance(request, dict) else None
+        # No api_request_id: tool calls belong to the latest *chat* request.
+        return c.CallInfo("embeddings", rc.session_id, rc.task_id, rc.turn_id,
+                          provider=provider, model=model if isinstance(model, str) else None,
+                          runtime_id=rc.runtime_id, agent_name=rc.agent_name,
+                          server_address=server[0], server_port=server[1])
+
+    def run_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
+                       provider: str | None = None, server_address: str | None = None,
+                       server_port: int | None = None) -> Any:
+        """Run one embeddings request (``execute(request)``) under the observer."""
+        obs = self.observer
+        if obs is None:
+            return execute(request)
+        call = self._embeddings_call(request, provider, (server_address, server_port))
+        obs.call_started(call, request)
+        try:
+            result = execute(request)
+        except BaseException as exc:
+            obs.call_finished(call, None, exc)
+            raise
+        return obs.call_finished(call, result, None)
+
+    async def arun_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
+                              provider: str | None = None, server_address: str | None = None,
+                              server_port: int | None = None) -> Any:
+        """Async twin of ``run_embeddings``; ``execute`` may return an awaitable."""
+        obs = self.observer
+        if obs is None:
+            r = execute(request)
+            return await r if isawaitable(r) else r
+        call = self._embeddings_call(request, provider, (server_address, server_port))
+        obs.call_started(call, request)
+        try:
+            result = execute(request)
+            if isawaitable(result):
+                result = await result
+        except BaseException as exc:
+            obs.call_finished(call, None, exc)
+            raise
+        return obs.call_finished(call, result, None)
