@@ -77,10 +77,10 @@ class Run:
         return [x for x in self.logs if x.event_name == f"otelmw.hook.{name}"]
 
 
-def make_home(tmp: Path) -> tuple[Path, Path]:
+def make_home(tmp: Path, plugin: str = "probe") -> tuple[Path, Path]:
     home = tmp / "hermes-home"
-    shutil.copytree(SCRIPTS / "probe_plugin", home / "plugins" / "probe")
-    (home / "config.yaml").write_text("plugins:\n  enabled:\n    - probe\n")
+    shutil.copytree(SCRIPTS / f"{plugin}_plugin", home / "plugins" / plugin)
+    (home / "config.yaml").write_text(f"plugins:\n  enabled:\n    - {plugin}\n")
     notes = tmp / CANARIES[2] / "notes.txt"
     notes.parent.mkdir(parents=True)
     notes.write_text(f"meeting notes {CANARIES[3]}\n")
@@ -100,12 +100,16 @@ def child_env(home: Path, tmp: Path, rx: OtlpReceiver, cfg: dict[str, Any]) -> d
 
 
 def scenario(tmp: Path, cmd: list[str], cfg: dict[str, Any], script: list[Any],
-             env_extra: dict[str, str] | None = None) -> Run:
-    home, notes = make_home(tmp)
+             env_extra: dict[str, str] | None = None, plugin: str = "probe") -> Run:
+    """``script``: per model request in order, an int (that HTTP error), a str (that
+    text) or a list of read_file paths (tool calls); then the server's default policy."""
+    home, notes = make_home(tmp, plugin)
     with ScriptedLLMServer() as srv, OtlpReceiver() as rx:
         for reply in script:
             if isinstance(reply, int):
                 srv.push_error(reply, "slow down", retry_after=0.1)
+            elif isinstance(reply, str):
+                srv.push_text(reply)
             else:
                 srv.push_tool_calls([("read_file", {"path": p if p != "notes" else str(notes)})
                                      for p in reply])
@@ -149,6 +153,16 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Run:
            "otelmw_plugin": True}
     return scenario(tmp_path_factory.mktemp("alone"),
                     [sys.executable, str(SCRIPTS / "hermes_api_driver.py")], cfg, [["notes"]])
+
+
+# `otelmw run`, defaults, a plugin with no hook: an llm_execution wrapper that asks a judge
+# model before each request (judge, tool call; judge, default answer).
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    cmd = [sys.executable, "-m", "otelmw.cli", "run", "--", sys.executable,
+           str(SCRIPTS / "hermes_turns.py")]
+    return scenario(tmp_path_factory.mktemp("judged"), cmd, {"prompts": ["Read my notes."]},
+                    ["verdict: safe", ["notes"]], plugin="judge")
 
 
 # The instrumentor's own helpers raise on every call (fail-open check).
@@ -204,6 +218,7 @@ def test_chat_spans_semconv(main: Run) -> None:
         assert a["gen_ai.request.model"] == "scripted-model"
         assert (a["server.address"], a["server.port"]) == ("127.0.0.1", port)
         assert a["otelmw.api_mode"] == "chat_completions"
+        assert a["gen_ai.request.temperature"] == 0.25  # the request sent (probe's rewrite)
         assert re.fullmatch(re.escape(main.report["session_id"]) + r":[^:]+:[0-9a-f]{8}:api:\d+",
                             a["otelmw.api_request.id"])
     for s, post in zip(ok, [p for p in main.posts if p.status == 200], strict=True):
@@ -400,6 +415,9 @@ def test_otelmw_plugin_middleware_applies_inside_hermes_calls(alone: Run) -> Non
         assert ours.attributes["otelmw.middleware.outcome"] == "rewritten"
         assert ours.attributes["otelmw.rewrite.changed_keys"] == ["max_tokens"]
         assert names[4:] == ["llm_execution probe.time_llm"]
+        # the span describes the request sent, after Hermes' and otelmw's rewrites
+        assert chat.attributes["gen_ai.request.max_tokens"] == 77
+        assert chat.attributes["gen_ai.request.temperature"] == 0.25
     tool = alone.named("execute_tool ")[0]
     wrapper = next(c for c in alone.children(tool) if c.name.startswith("tool_execution "))
     assert wrapper.name == "tool_execution otelmw-probe.count_tool"  # otelmw's, outermost
@@ -435,6 +453,43 @@ def test_broken_instrumentation_fails_open(sabotaged: Run) -> None:
     assert broken and all(v > 0 for v in broken.values()), rep["failures"]
     assert [s.name for s in sabotaged.spans if s.parent_span_id is None] == [
         "invoke_agent hermes"]  # the turn is still traced; no stray roots
+
+
+# ------------------------------------------------ no hooks registered, a judge model
+def test_hermes_hook_points_are_records_without_any_registered_hook(judged: Run) -> None:
+    assert judged.report["turns"][0]["completed"] is True
+    names = {x.event_name.removeprefix("otelmw.hook.") for x in judged.logs}
+    # Hermes' gated points (api requests, tool results) and its turn/session points
+    assert {"pre_api_request", "post_api_request", "pre_tool_call", "post_tool_call",
+            "transform_tool_result", "pre_llm_call", "post_llm_call",
+            "on_session_start"} <= names, names
+    chats = {s.span_id: s for s in judged.named("chat scripted-model")}
+    api = judged.hook_logs("pre_api_request") + judged.hook_logs("post_api_request")
+    assert len(api) == 2 * len(chats) == 4
+    assert all(x.span_id in chats for x in api)  # each correlated to its chat span
+    (tool,) = judged.named("execute_tool ")
+    assert [x.span_id for x in judged.hook_logs("post_tool_call")] == [tool.span_id]
+    for rec in judged.logs:
+        assert rec.attributes["otelmw.hook.failures"] == 0
+        assert rec.attributes["otelmw.schema.telemetry"] == "hermes.observer.v1"
+
+
+def test_judge_model_call_inside_a_hermes_wrapper_is_its_own_chat_span(judged: Run) -> None:
+    posts = {p.response_id: p for p in judged.posts}
+    main = judged.named("chat scripted-model")
+    judges = judged.named("chat judge-model")
+    assert len(main) == len(judges) == 2 and len(judged.posts) == 4
+    for chat, judge in zip(main, judges, strict=True):
+        (wrapper,) = [c for c in judged.children(chat)
+                      if c.name == "llm_execution judge.ask_judge"]
+        assert judge.parent_span_id == wrapper.span_id
+        own = posts[chat.attributes["gen_ai.response.id"]]
+        assert own.body["model"] == "scripted-model"  # not the judge's response
+        assert chat.attributes["gen_ai.usage.input_tokens"] == own.usage["input_tokens"]
+        assert posts[judge.attributes["gen_ai.response.id"]].body["model"] == "judge-model"
+    points = judged.metrics["gen_ai.client.operation.duration"].data_points
+    by_model = {p.attributes["gen_ai.request.model"]: p.value["count"] for p in points}
+    assert by_model == {"scripted-model": 2, "judge-model": 2}
 
 
 def test_instrumentor_contract() -> None:

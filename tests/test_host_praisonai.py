@@ -59,11 +59,12 @@ def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path,
-          base_url: str | None = None) -> dict[str, Any]:
+          base_url: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one driver scenario; returns its RESULT (telemetry is flushed on exit)."""
     spec = {"prompt": PROMPT, **spec}
     proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env=child_env(tmp_path, base_url or server.base_url, rx),
+                          env={**child_env(tmp_path, base_url or server.base_url, rx),
+                               **(env or {})},
                           cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
@@ -264,6 +265,37 @@ def test_praisonai_hooks_become_log_records_and_change_nothing(
         if "llm" in event:
             assert a["gen_ai.request.model"] == "gpt-4o-mini"
     assert_no_canary(rx)
+
+
+@pytest.mark.parametrize("mode", ["chat", "achat"])
+def test_praisonai_lifecycle_hook_points_are_records_without_any_hook(
+        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"mode": mode}, server, rx, tmp_path)  # no hook registered, default mode
+    assert out["errors"] == [] and out["results"][0].startswith("done: {")
+    (spans,) = traces(rx.spans()).values()
+    root, children = turn_tree(spans)
+    (tool,) = [c for c in children if c.kind == INTERNAL]
+    logs = rx.logs()
+    events = ["before_agent", "before_llm", "before_tool", "after_tool", "after_llm",
+              "after_agent"]
+    assert {x.event_name for x in logs} == {f"otelmw.hook.{e}" for e in events}
+    for rec in logs:
+        a = rec.attributes
+        event = a["otelmw.hook.name"]
+        assert rec.event_name == f"otelmw.hook.{event}" and rec.trace_id == root.trace_id
+        assert rec.span_id == (tool.span_id if "tool" in event else root.span_id)
+        assert a["otelmw.hook.failures"] == 0 and a["otelmw.result.status"] == "ok"
+        assert a["otelmw.turn.id"] == root.attributes["otelmw.turn.id"]
+    tools = [x for x in logs if x.event_name == "otelmw.hook.before_tool"]
+    assert len(tools) == 1 and tools[0].attributes["gen_ai.tool.name"] == "get_weather"
+    assert_no_canary(rx)
+
+
+def test_praisonai_hook_events_none_records_nothing(server: ScriptedLLMServer,
+                                                    rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"mode": "chat"}, server, rx, tmp_path, env={"OTELMW_HOOK_EVENTS": "none"})
+    assert out["errors"] == []
+    assert [x.event_name for x in rx.logs()] == []
 
 
 # --------------------------------------------------------------------- failures

@@ -4,7 +4,8 @@
 worker thread: ``otelmw_openai`` only enriches); a tool call → ``execute_tool``, opened at the
 ``tool_request`` stage, run by ``run_tool`` around the outermost ``tool_execution`` chain (the
 nested second chain of parallel calls is deduplicated by tool_call_id); Hermes' middleware
-callbacks → spans with otelmw's outcomes; hook firings → ``otelmw.hook.<name>`` records. Calls
+callbacks → spans with otelmw's outcomes; every hook firing (with or without callbacks) →
+an ``otelmw.hook.<name>`` record. Calls
 opened early are "parked": their context is attached only around code that belongs to them
 (parallel tool calls opened on one thread must not nest). Wrappers fail open."""
 
@@ -417,12 +418,17 @@ def _emit_hook(obs: Any, hook_name: str, kw: dict[str, Any], failures: int) -> N
     finally:
         safe_detach(token)
 
+def _host_hook_events(obs: Any) -> bool:
+    """Every firing of Hermes' own hook points becomes a record unless hook events
+    are off (``registered`` covers them: Hermes' lifecycle exists without a callback)."""
+    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+
+
 def _invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """Hermes runs its hooks (failures counted); the firing becomes a log record."""
     obs, func, failed = get_pipeline().observer, getattr(wrapped, "__func__", None), [0]
-    mode = getattr(obs, "hook_events", "registered") if obs is not None else "none"
     name = args[0] if args else kwargs.get("hook_name")
-    if mode not in ("registered", "all") or not isinstance(name, str):
+    if not _host_hook_events(obs) or not isinstance(name, str):
         return wrapped(*args, **kwargs)
     try:
         cbs = list(instance._hooks.get(name, []))
@@ -430,8 +436,6 @@ def _invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                                                      for cb in cbs]})
     except Exception as exc:
         _fail("invoke_hook", exc)
-        return wrapped(*args, **kwargs)
-    if not (cbs or mode == "all"):
         return wrapped(*args, **kwargs)
     results = func(view, *args, **kwargs) if func and cbs else wrapped(*args, **kwargs)
     try:
@@ -441,9 +445,9 @@ def _invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return results
 
 def _has_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    name, obs = args[0] if args else kwargs.get("hook_name"), get_pipeline().observer
-    if name in _GATED and obs is not None and getattr(obs, "hook_events", None) == "all":
-        return True  # OTELMW_HOOK_EVENTS=all: Hermes fires its gated hook points too
+    name = args[0] if args else kwargs.get("hook_name")
+    if name in _GATED and _host_hook_events(get_pipeline().observer):
+        return True  # Hermes fires its gated hook points too (they become records)
     return wrapped(*args, **kwargs)
 
 def _post_tool_emitted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

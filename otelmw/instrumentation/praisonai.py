@@ -15,8 +15,10 @@
   ``agent._runtime_id`` (missing/``"praisonai"``: native bypass). otelmw's normalizer for
   it applies on both paths; PraisonAI's own registry answers pass-through for that id
   during the call, so nothing is normalized twice.
-* Hooks: ``HookRunner.execute`` is observed, never changed: a firing that ran hooks is an
-  ``otelmw.hook.<event>`` log record; otelmw registers no PraisonAI hook.
+* Hooks: ``HookRunner.execute``/``execute_sync`` are observed, never changed: every firing,
+  with or without hooks, is an ``otelmw.hook.<event>`` log record (``has_hooks`` answers true
+  for the agent/LLM/tool lifecycle points so PraisonAI fires them); otelmw registers no
+  PraisonAI hook.
 * Every wrapper fails open (its errors are counted under failures ``instrumentation``).
 """
 
@@ -447,10 +449,23 @@ def _praison_lookup(wrapped: Any, instance: Any, args: tuple[Any, ...],
 
 
 # -------------------------------------------------------------------------- hooks
+# PraisonAI builds a hook input and fires only when a hook is registered
+# (``registry.has_hooks``); for these lifecycle points otelmw makes it fire anyway.
+_LIFECYCLE = frozenset({"before_agent", "after_agent", "before_llm", "after_llm",
+                        "before_tool", "after_tool"})
+
+
+def _host_hook_events(obs: Any) -> bool:
+    """Every firing of PraisonAI's own hook points becomes a record unless hook
+    events are off (as for Hermes: the host's lifecycle exists without a hook)."""
+    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+
+
 def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> None:
     obs = get_pipeline().observer
-    if obs is None or not results or getattr(obs, "hook_events", None) == "none":
+    if obs is None or not _host_hook_events(obs):
         return
+    results = results if isinstance(results, list) else []
     event = args[0] if args else kwargs.get("event")
     data = args[1] if len(args) > 1 else kwargs.get("input_data")
     name, rc = str(getattr(event, "value", event)), c.current_runtime_context()
@@ -484,6 +499,31 @@ async def _hooks_observed(wrapped: Any, instance: Any, args: tuple[Any, ...],
     return results
 
 
+def _hooks_observed_sync(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                         kwargs: dict[str, Any]) -> Any:
+    """``execute_sync``: with hooks to run it calls ``execute`` (observed there);
+    with none it returns ``[]`` at once, and that firing is recorded here."""
+    results = wrapped(*args, **kwargs)
+    if not results:
+        try:
+            _emit_hooks(args, kwargs, results)
+        except Exception as exc:
+            _fail("hook", exc)
+    return results
+
+
+def _has_hooks(wrapped: Any, instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """``HookRegistry.has_hooks``: true for the lifecycle points while they are
+    recorded (a registry whose hooks are disabled stays silent)."""
+    found = wrapped(*args, **kwargs)
+    if found or not getattr(instance, "_enabled", False):
+        return found
+    event = args[0] if args else kwargs.get("event")
+    return (str(getattr(event, "value", event)) in _LIFECYCLE
+            and _host_hook_events(get_pipeline().observer))
+
+
 # ------------------------------------------------------------------- instrumentor
 class PraisonAIInstrumentor(OtelmwInstrumentor):
     """``otelmw_praisonai`` (see the module docstring)."""
@@ -504,6 +544,8 @@ class PraisonAIInstrumentor(OtelmwInstrumentor):
             (_EXEC, "ExecutionMixin.execute_tool_async", _tool_async),
             (_EXEC, "ExecutionMixin._execute_tool_async_impl", _async_attempt),
             ("praisonaiagents.hooks.runner", "HookRunner.execute", _hooks_observed),
+            ("praisonaiagents.hooks.runner", "HookRunner.execute_sync", _hooks_observed_sync),
+            ("praisonaiagents.hooks.registry", "HookRegistry.has_hooks", _has_hooks),
             ("praisonaiagents.runtime.middleware_registry",
              "MiddlewareRegistry.get_middleware", _praison_lookup),
         ]

@@ -1,7 +1,8 @@
 """Observer-hook firings as OTLP log records (``otelmw.hook.<name>``).
 
-Which firings become records is ``OTELMW_HOOK_EVENTS``: ``registered`` (hook
-points with callbacks, the default), ``all`` or ``none``.
+Which firings become records is ``OTELMW_HOOK_EVENTS``: ``registered`` (the
+default: otelmw's hook points with callbacks, and every firing of a host's native
+hook points — the host instrumentors decide that), ``all`` or ``none``.
 """
 
 from __future__ import annotations
