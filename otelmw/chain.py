@@ -16,6 +16,7 @@ Rules (from the plugin-middleware contract, tightened):
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -188,6 +189,8 @@ _NOT_CALLED, _RUNNING, _RETURNED, _RAISED = 0, 1, 2, 3
 
 
 class _Frame:
+    """State of one layer's ``next_call`` (and of the base call: ``_Frame`` too)."""
+
     __slots__ = ("error", "pending", "result", "state")
 
     def __init__(self) -> None:
@@ -213,82 +216,243 @@ def _on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog
     if state == _RETURNED:
         _fail(failures, layer, "after", exc, "execution middleware raised after next_call")
         return o.FAILED_AFTER_NEXT
+    if isinstance(exc, RecursionError):  # the stack ran out: unwind to run_execution
+        return o.ERROR
     _fail(failures, layer, "before", exc, "execution middleware raised before next_call", kw)
     return o.FAILED_BEFORE_NEXT
+
+
+# Stack use. Each layer costs two Python frames (the callback and the
+# ``next_call`` that runs the layers below it, skipped ones in a loop). Chains
+# longer than this are checked against the room left on the stack first.
+_FRAMES_PER_LAYER = 2
+_UNCHECKED_LAYERS = 32
+# Frames kept free under the innermost layer: its span, the base call and
+# whatever the host's tool or provider call needs.
+_STACK_RESERVE = 150
+CHAIN = "execution chain"  # the failure name of the chain as a whole
+
+
+def _stack_depth() -> int:
+    depth, frame = 0, sys._getframe(1)
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+def _layers_that_fit(layers: tuple[Layer, ...], failures: FailureLog) -> int:
+    """How many layers run: all, unless the chain is longer than the stack has
+    room for here; then the innermost ones are skipped (counted, warned once)."""
+    n = len(layers)
+    if n <= _UNCHECKED_LAYERS:
+        return n
+    room = (sys.getrecursionlimit() - _stack_depth() - _STACK_RESERVE) // _FRAMES_PER_LAYER
+    if room >= n:
+        return n
+    fit = max(room, 0)
+    failures.record(
+        MIDDLEWARE, layers[0].kind, CHAIN,
+        f"execution chain of {n} layers is deeper than the stack allows here; the "
+        f"innermost {n - fit} were skipped and the base call ran below layer {fit}",
+        signature=("stack", n, fit))
+    return fit
+
+
+def _out_of_stack(layers: tuple[Layer, ...], base: _Frame, exc: RecursionError,
+                  failures: FailureLog) -> bool:
+    """A RecursionError unwound the whole chain: whether to fail open (run the base
+    call once, or keep its result) rather than hand the error to the host — the
+    base call's own RecursionError is the host's."""
+    if base.state == _RUNNING or base.state == _RAISED:
+        return False
+    failures.record(
+        MIDDLEWARE, layers[0].kind, CHAIN,
+        "the stack ran out inside the execution chain; "
+        + ("the base call's result was kept" if base.state == _RETURNED
+           else "the base call ran without the chain") + f": {describe(exc)}",
+        exc, signature=("recursion", base.state))
+    return True
+
+
+class _Chain:
+    """One call's execution chain, read by every layer's ``next_call``. Plain
+    data with no reference to those closures (module-level ``_link``), so a call
+    leaves no reference cycle behind: its kwargs and payloads are freed at once."""
+
+    __slots__ = ("base", "call", "failures", "key", "kw", "layers", "limit", "obs",
+                 "terminal")
+
+    def __init__(self, layers: tuple[Layer, ...], call: CallInfo, key: str,
+                 kw: dict[str, Any], terminal: Callable[[Any], Any],
+                 obs: PipelineObserver | None, failures: FailureLog) -> None:
+        self.layers, self.call, self.key, self.kw = layers, call, key, kw
+        self.terminal, self.obs, self.failures = terminal, obs, failures
+        self.limit = _layers_that_fit(layers, failures)
+        self.base = _Frame()  # the base call's state, for the out-of-stack fallback
+
+
+def _link(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
+    """The ``next_call`` handed to layer ``i`` (input ``p``): it runs the layers
+    below it itself, skipped ones in a loop — two frames per layer. Its state is
+    the returned ``_Frame``, which the enclosing loop reads."""
+    frame = _Frame()
+
+    def next_call(next_payload: Any = None) -> Any:
+        if frame.state != _NOT_CALLED:
+            raise _reused(ch.layers[i])
+        frame.state = _RUNNING
+        layers, limit, kw, key, call, obs, failures = (
+            ch.layers, ch.limit, ch.kw, ch.key, ch.call, ch.obs, ch.failures)
+        q = p if next_payload is None else next_payload
+        j = i + 1
+        try:
+            while True:
+                if j >= limit:
+                    base = ch.base
+                    base.state = _RUNNING
+                    r = ch.terminal(q)
+                    base.state, base.result = _RETURNED, r
+                    break
+                layer = layers[j]
+                nxt, inner = _link(ch, j, q)
+                kw[key] = q
+                kw["next_call"] = nxt
+                token = obs.wrapper_started(call, layer, j) if obs is not None else None
+                try:
+                    ret = layer.callback(**kw)
+                    if (inner.state == _NOT_CALLED and ret is not None
+                            and inspect.isawaitable(ret)):
+                        discard_awaitable(ret)
+                        raise AsyncMiddlewareInSyncCallError(
+                            "async execution middleware cannot run in a synchronous call")
+                except BaseException as exc:
+                    outcome = _on_raise(inner.state, layer, exc, failures, kw)
+                    if obs is not None:
+                        obs.wrapper_finished(call, token, outcome, exc)
+                    if outcome == o.ERROR and not (isinstance(exc, NextCallReusedError)
+                                                   and inner.error is not None):
+                        raise
+                else:
+                    if obs is not None:
+                        obs.wrapper_finished(call, token, o.PASSED if inner.state
+                                             != _NOT_CALLED else o.SHORT_CIRCUIT, None)
+                    r = ret
+                    break
+                # Handled outside the except block so a re-raised or downstream
+                # exception does not carry this one as its __context__.
+                if outcome == o.ERROR:
+                    raise inner.error  # type: ignore[misc]  # downstream, not the reuse
+                if outcome == o.FAILED_AFTER_NEXT:
+                    r = inner.result
+                    break
+                j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
+        except BaseException as e:
+            frame.state, frame.error = _RAISED, e
+            raise
+        frame.state, frame.result = _RETURNED, r
+        return r
+
+    return next_call, frame
 
 
 def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
                   base_kw: dict[str, Any], terminal: Callable[[Any], Any],
                   obs: PipelineObserver | None, failures: FailureLog) -> Any:
     """Run ``terminal(payload)`` inside the nested execution chain."""
-    n = len(layers)
     # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
     # at call time, so inner layers rebinding these keys is harmless.
-    kw = base_kw
-
-    # ``call_at`` gets itself as ``at`` instead of through its own closure cell: a
-    # self-referencing closure would make every call's kwargs, payloads and
-    # closures cyclic garbage, held until the collector's next pass.
-    def call_at(i: int, p: Any, at: Any) -> Any:
-        if i >= n:
-            return terminal(p)
-        layer = layers[i]
-        # Per-layer state of next_call lives in closure cells (no frame object:
-        # this runs once per layer per call).
-        state = _NOT_CALLED
-        result: Any = None
-        error: BaseException | None = None
-
-        def next_call(next_payload: Any = None) -> Any:
-            nonlocal state, result, error
-            if state != _NOT_CALLED:
-                raise _reused(layer)
-            state = _RUNNING
-            try:
-                np = p if next_payload is None else next_payload
-                r = terminal(np) if i + 1 == n else at(i + 1, np, at)
-            except BaseException as e:
-                state, error = _RAISED, e
-                raise
-            state, result = _RETURNED, r
-            return r
-
-        kw[key] = p
-        kw["next_call"] = next_call
-        token = obs.wrapper_started(call, layer, i) if obs is not None else None
-        try:
-            ret = layer.callback(**kw)
-            if state == _NOT_CALLED and ret is not None and inspect.isawaitable(ret):
-                discard_awaitable(ret)
-                raise AsyncMiddlewareInSyncCallError(
-                    "async execution middleware cannot run in a synchronous call")
-        except BaseException as exc:
-            outcome = _on_raise(state, layer, exc, failures, kw)
-            if obs is not None:
-                obs.wrapper_finished(call, token, outcome, exc)
-            if outcome == o.ERROR and not (isinstance(exc, NextCallReusedError)
-                                           and error is not None):
-                raise
-        else:
-            if obs is not None:
-                obs.wrapper_finished(call, token, o.PASSED if state != _NOT_CALLED
-                                     else o.SHORT_CIRCUIT, None)
-            return ret
-        # Handled outside the except block so a re-raised or downstream exception
-        # does not carry this one as its __context__.
-        if outcome == o.ERROR:
-            raise error  # type: ignore[misc]  # the downstream failure, not the reuse
-        if outcome == o.FAILED_AFTER_NEXT:
-            return result
-        return at(i + 1, p, at)  # FAILED_BEFORE_NEXT: skip this layer
-
+    ch = _Chain(layers, call, key, base_kw, terminal, obs, failures)
     try:
-        return call_at(0, payload, call_at)
+        return _link(ch, -1, payload)[0]()
+    except RecursionError as exc:
+        if not _out_of_stack(layers, ch.base, exc, failures):
+            raise
+        # Unwound: room again for the one base call (or its result, kept).
+        return ch.base.result if ch.base.state == _RETURNED else terminal(payload)
     finally:
         # The last ``next_call`` set here is the only way back from ``kw`` to
         # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
         # middleware kept still works (it holds what it needs).
-        kw.pop("next_call", None)
+        base_kw.pop("next_call", None)
+
+
+def _alink(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
+    """Async ``_link``: ``next_call`` hands out ``run_next(...)``, which runs the
+    layers below in a loop (two coroutine frames per layer)."""
+    frame = _Frame()
+
+    async def run_next(q: Any) -> Any:
+        layers, limit, kw, key, call, obs, failures = (
+            ch.layers, ch.limit, ch.kw, ch.key, ch.call, ch.obs, ch.failures)
+        j = i + 1
+        try:
+            while True:
+                if j >= limit:
+                    base = ch.base
+                    base.state = _RUNNING
+                    r = ch.terminal(q)
+                    if inspect.isawaitable(r):
+                        r = await r
+                    base.state, base.result = _RETURNED, r
+                    break
+                layer = layers[j]
+                nxt, inner = _alink(ch, j, q)
+                kw[key] = q
+                kw["next_call"] = nxt
+                failed: BaseException | None = None
+                token = obs.wrapper_started(call, layer, j) if obs is not None else None
+                try:
+                    result = layer.callback(**kw)
+                    if inspect.isawaitable(result):
+                        result = await result
+                    if result is not None and result is inner.pending:
+                        result = await result  # `return next_call(...)` from an async def
+                except BaseException as exc:
+                    if inner.state == _RUNNING and inspect.getcoroutinestate(
+                            inner.pending) == inspect.CORO_CREATED:
+                        inner.pending.close()  # handed out, never awaited: never ran
+                        inner.state = _NOT_CALLED
+                    outcome = _on_raise(inner.state, layer, exc, failures, kw)
+                    if obs is not None:
+                        obs.wrapper_finished(call, token, outcome, exc)
+                    if outcome == o.ERROR:
+                        if not (isinstance(exc, NextCallReusedError)
+                                and inner.error is not None):
+                            raise
+                        failed = inner.error  # re-raised below, outside this handler
+                else:
+                    outcome = ""
+                if failed is not None:
+                    raise failed
+                if outcome == o.FAILED_AFTER_NEXT:
+                    r = inner.result
+                    break
+                if outcome == o.FAILED_BEFORE_NEXT:
+                    j += 1  # skip layer j, same payload
+                    continue
+                if inner.state == _RUNNING and inspect.getcoroutinestate(
+                        inner.pending) == inspect.CORO_CREATED:
+                    inner.pending.close()  # discarded without awaiting: short-circuit
+                    inner.state = _NOT_CALLED
+                if obs is not None:
+                    obs.wrapper_finished(call, token, o.SHORT_CIRCUIT if inner.state
+                                         == _NOT_CALLED else o.PASSED, None)
+                r = result
+                break
+        except BaseException as e:
+            frame.state, frame.error = _RAISED, e
+            raise
+        frame.state, frame.result = _RETURNED, r
+        return r
+
+    def next_call(next_payload: Any = None) -> Any:
+        if frame.state != _NOT_CALLED:
+            raise _reused(ch.layers[i])
+        frame.state = _RUNNING
+        frame.pending = run_next(p if next_payload is None else next_payload)
+        return frame.pending
+
+    return next_call, frame
 
 
 async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
@@ -296,77 +460,15 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
                          obs: PipelineObserver | None, failures: FailureLog) -> Any:
     """Async twin: callbacks may be sync or ``async def``; ``next_call`` returns an
     awaitable (a sync callback may simply return it)."""
-    n = len(layers)
-
-    async def call_at(i: int, p: Any, at: Any) -> Any:  # ``at``: as in run_execution
-        if i >= n:
-            r = terminal(p)
-            if inspect.isawaitable(r):
-                r = await r
-            return r
-        layer = layers[i]
-        frame = _Frame()
-
-        async def run_next(np: Any) -> Any:
-            try:
-                r = await at(i + 1, np, at)
-            except BaseException as e:
-                frame.state, frame.error = _RAISED, e
-                raise
-            frame.state, frame.result = _RETURNED, r
-            return r
-
-        def next_call(next_payload: Any = None) -> Any:
-            if frame.state != _NOT_CALLED:
-                raise _reused(layer)
-            frame.state = _RUNNING
-            frame.pending = run_next(p if next_payload is None else next_payload)
-            return frame.pending
-
-        # One shared dict per call: ``callback(**kw)`` hands the callee its own
-        # copy at call time, so inner layers rebinding these keys is harmless.
-        kw = base_kw
-        kw[key] = p
-        kw["next_call"] = next_call
-        failed: BaseException | None = None
-        token = obs.wrapper_started(call, layer, i) if obs is not None else None
-        try:
-            result = layer.callback(**kw)
-            if inspect.isawaitable(result):
-                result = await result
-            if result is not None and result is frame.pending:
-                result = await result  # `return next_call(...)` from an async def
-        except BaseException as exc:
-            if frame.state == _RUNNING and inspect.getcoroutinestate(
-                    frame.pending) == inspect.CORO_CREATED:
-                frame.pending.close()  # handed out but never awaited: downstream never ran
-                frame.state = _NOT_CALLED
-            outcome = _on_raise(frame.state, layer, exc, failures, kw)
-            if obs is not None:
-                obs.wrapper_finished(call, token, outcome, exc)
-            if outcome == o.ERROR:
-                if not (isinstance(exc, NextCallReusedError) and frame.error is not None):
-                    raise
-                failed = frame.error  # re-raised below, outside this handler
-        else:
-            failed = None
-            outcome = ""
-        if failed is not None:
-            raise failed
-        if outcome == o.FAILED_AFTER_NEXT:
-            return frame.result
-        if outcome == o.FAILED_BEFORE_NEXT:
-            return await at(i + 1, p, at)
-        if frame.state == _RUNNING and inspect.getcoroutinestate(
-                frame.pending) == inspect.CORO_CREATED:
-            frame.pending.close()  # discarded without awaiting: treat as short-circuit
-            frame.state = _NOT_CALLED
-        outcome = o.SHORT_CIRCUIT if frame.state == _NOT_CALLED else o.PASSED
-        if obs is not None:
-            obs.wrapper_finished(call, token, outcome, None)
-        return result
-
+    ch = _Chain(layers, call, key, base_kw, terminal, obs, failures)
     try:
-        return await call_at(0, payload, call_at)
+        return await _alink(ch, -1, payload)[0]()
+    except RecursionError as exc:
+        if not _out_of_stack(layers, ch.base, exc, failures):
+            raise
+        if ch.base.state == _RETURNED:
+            return ch.base.result
+        r = terminal(payload)
+        return (await r) if inspect.isawaitable(r) else r
     finally:
         base_kw.pop("next_call", None)  # as in run_execution: nothing left cyclic
