@@ -417,3 +417,15 @@ def test_printable_escapes_every_control_character(raw: str, shown: str) -> None
     from otelmw.terminal import printable
 
     assert printable(raw) == shown
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(demo: dict[str, Any]) -> None:
+    # `otelmw traces tail | head -1`: the pipe's reader is gone before the first write
+    proc = subprocess.Popen([*otelmw_cmd(), "traces", "tail"], env=demo["env"],
+                            cwd=demo["root"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -321,9 +321,13 @@ def _content_lines(s: SpanView, width: int) -> list[str]:
     out = []
     items = [(k.split(".", 1)[-1], s.attributes[k]) for k in CONTENT_ATTRIBUTES
              if k in s.attributes]
-    for ev in s.events:
+    seen = {printable(v) for _, v in items}
+    for ev in s.events:  # content in hook event bodies (EVENT_ONLY / SPAN_AND_EVENT)
         if isinstance(ev.body, dict):
-            items.extend((f"{ev.name.rsplit('.', 1)[-1]}.{k}", v) for k, v in ev.body.items())
+            for k, v in ev.body.items():
+                if printable(v) not in seen:  # post_tool_call repeats pre_tool_call's args
+                    seen.add(printable(v))
+                    items.append((f"{ev.name.rsplit('.', 1)[-1]}.{k}", v))
     for label, value in items:
         text = f"{label}: {printable(value)}"
         out.extend(wrap(text.split(" "), width, _CONTENT_LINES))
