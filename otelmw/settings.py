@@ -61,6 +61,7 @@ class Setting(Generic[T]):
     default: T
     doc: str
     allowed: tuple[str, ...] = ()
+    secret: bool = False  # never echo the value in a message
 
     def problem(self, raw: str) -> str:
         """The one-line message for ``raw`` (which ``parse`` refused)."""
@@ -72,6 +73,8 @@ class Setting(Generic[T]):
             reason, near = str(exc), None
         else:  # pragma: no cover - only called for refused values
             return f"{self.name}={raw!r}"
+        if self.secret:
+            return f"{self.name} (hidden, {len(raw)} characters): {reason}"
         hint = f"; did you mean {near!r}?" if near is not None and near != raw else ""
         return f"{self.name}={raw!r}: {reason}{hint}"
 
@@ -202,6 +205,15 @@ def _check_range(value: float, minimum: float | None, maximum: float | None,
 
 def text(raw: str) -> str:
     return raw.strip()
+
+
+def secret_key(raw: str) -> str:
+    """A secret of at least 16 characters (surrounding whitespace dropped)."""
+    key = raw.strip()
+    if len(key) < 16:
+        raise Invalid("expected at least 16 characters (e.g. the output of "
+                      "`openssl rand -hex 32`)")
+    return key
 
 
 def names(raw: str) -> tuple[str, ...]:
@@ -354,6 +366,10 @@ DATA_MAX_BYTES = _int_setting("OTELMW_DATA_MAX_BYTES", 16 * 1024 * 1024,
 DATA_MAX_FILES = _int_setting("OTELMW_DATA_MAX_FILES", 20, "store files kept per signal")
 DIGEST_MAX_BYTES = _int_setting("OTELMW_DIGEST_MAX_BYTES", 4 * 1024 * 1024,
                                 "digest cap (bytes)", minimum=1024)
+DIGEST_KEY = register(Setting(
+    "OTELMW_DIGEST_KEY", secret_key, "",
+    "HMAC key of digests (≥ 16 characters; default: generated once in "
+    "`$OTELMW_HOME/digest.key`)", secret=True))
 SHUTDOWN_TIMEOUT = register(Setting("OTELMW_SHUTDOWN_TIMEOUT", number(0.0), 5.0,
                                     "seconds allowed for the flush at exit"))
 HOOK_EVENTS = _choice_setting("OTELMW_HOOK_EVENTS", HOOK_EVENT_MODES, "registered",
@@ -368,7 +384,8 @@ NO_THREAD_PROPAGATION = register(Setting(
 WRAP: Setting[tuple[WrapTarget, ...]] = register(Setting("OTELMW_WRAP", wrap_targets, (),
                         "`otelmw run`: targets to wrap on import"))
 HOME: Setting[Path | None] = register(Setting(
-    "OTELMW_HOME", directory, None, "plugin config directory (default `~/.otelmw`)"))
+    "OTELMW_HOME", directory, None,
+    "plugin config directory and the digest key file (default `~/.otelmw`)"))
 
 
 # ------------------------------------------------------------------ settings

@@ -12,7 +12,6 @@ import base64
 import dataclasses
 import datetime
 import enum
-import hashlib
 import inspect
 import json
 import os
@@ -23,6 +22,7 @@ import uuid
 from typing import Any
 
 import pytest
+from _support.digest_key import keyed_hex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,8 +43,8 @@ def documented(value: Any, cap: int = 1 << 40) -> tuple[str, int]:
     full = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=documented_default).encode("utf-8", "surrogatepass")
     if len(full) <= cap:
-        return "sha256:" + hashlib.sha256(full).hexdigest(), len(full)
-    return "sha256-prefix:" + hashlib.sha256(full[:cap]).hexdigest(), -1
+        return "hmac-sha256:" + keyed_hex(full), len(full)
+    return "hmac-sha256-prefix:" + keyed_hex(full[:cap]), -1
 
 
 class Spy:
@@ -242,7 +242,7 @@ def test_a_tree_of_too_many_nodes_for_the_walk_still_gets_its_exact_digest() -> 
     value = {"rows": [{"a": i, "b": "x", "c": 0.5, "d": None, "e": True, "f": [i]}
                       for i in range(20_000)]}
     exact = documented(value, digests.MAX_BYTES)
-    assert exact[0].startswith("sha256:") and 0 < exact[1] < digests.MAX_BYTES
+    assert exact[0].startswith("hmac-sha256:") and 0 < exact[1] < digests.MAX_BYTES
     assert digest(value) == exact
 
 

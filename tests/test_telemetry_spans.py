@@ -8,13 +8,13 @@ Middleware-shape tests run for LLM and tool calls on the sync and async paths.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _support.digest_key import keyed_hex
 from _support.garbage import cyclic_garbage
 from _telemetry_fixtures import (
     EXEC_KIND,
@@ -700,10 +700,10 @@ def test_hook_failure_metric_and_log_count(h: TelemetryHarness, mode: str) -> No
 
 
 # ------------------------------------------------------------------ tool span
-def canonical_json_sha256(value: Any) -> tuple[str, int]:
+def canonical_json_digest(value: Any) -> tuple[str, int]:
     data = json.dumps(value, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
-    return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+    return "hmac-sha256:" + keyed_hex(data), len(data)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -711,7 +711,7 @@ def test_tool_span_result_attributes_for_dict_result(h: TelemetryHarness, mode: 
     raw = {"temp": 21.5, "city": "Zürich", "tags": ["a", "b"], "ok": True}
     assert run_call(h.pipeline, mode, "tool", {"q": "x"}, lambda a: raw) is raw
     attrs = h.one(f"execute_tool {TOOL}").attributes
-    expected_digest, expected_size = canonical_json_sha256(raw)
+    expected_digest, expected_size = canonical_json_digest(raw)
     assert attrs["otelmw.result.raw.digest"] == expected_digest == digest(raw)[0]
     assert attrs["otelmw.result.raw.size"] == expected_size
     assert attrs["otelmw.result.raw.type"] == "dict"
@@ -755,11 +755,11 @@ def test_tool_span_metadata_primitive_bounded(h: TelemetryHarness) -> None:
     assert "m00" in meta and "m26" in meta and "m27" not in meta  # 5 + 27 = 32 keys kept
     assert attrs["otelmw.result.execution_time_ms"] == 12.5
     assert attrs["otelmw.result.raw.digest"] == (
-        "sha256:" + hashlib.sha256(raw).hexdigest()) == digest(raw)[0]
+        "hmac-sha256:" + keyed_hex(raw)) == digest(raw)[0]
     assert attrs["otelmw.result.raw.size"] == len(raw)
     assert attrs["otelmw.result.raw.type"] == "bytes"
     assert attrs["otelmw.result.content.digest"] == (
-        "sha256:" + hashlib.sha256(b"normalized text").hexdigest())
+        "hmac-sha256:" + keyed_hex(b"normalized text"))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -778,7 +778,7 @@ def test_tool_span_failure_attributes(h: TelemetryHarness, mode: str) -> None:
     assert attrs["otelmw.result.status"] == "error"
     assert attrs["otelmw.result.error_message"] == "disk on fire"
     assert attrs["otelmw.result.raw.type"] == PROVIDER_DOWN
-    expected = "sha256:" + hashlib.sha256(f"{PROVIDER_DOWN}: disk on fire".encode()).hexdigest()
+    expected = "hmac-sha256:" + keyed_hex(f"{PROVIDER_DOWN}: disk on fire".encode())
     assert attrs["otelmw.result.raw.digest"] == expected == digest(exc)[0]
     assert attrs["otelmw.result.metadata.error.type"] == PROVIDER_DOWN
 
@@ -830,7 +830,7 @@ def test_hook_log_events_llm(h: TelemetryHarness, mode: str) -> None:
         assert attrs["otelmw.api_request.id"] == chat.attributes["otelmw.api_request.id"]
         assert attrs["gen_ai.request.model"] == MODEL
         assert attrs["otelmw.request.digest"] == digest(effective)[0]
-        assert attrs["otelmw.request.digest"] == canonical_json_sha256(effective)[0]
+        assert attrs["otelmw.request.digest"] == canonical_json_digest(effective)[0]
         assert json_attr(attrs["otelmw.middleware_trace"]) == [
             {"kind": "llm_request", "middleware": "x.rw0", "plugin": "x", "source": "src0",
              "reason": "why0"}]
@@ -871,11 +871,11 @@ def test_hook_log_events_tool(h: TelemetryHarness, mode: str) -> None:
         attrs = log.attributes
         assert attrs["gen_ai.tool.name"] == TOOL
         assert attrs["gen_ai.tool.call.id"] == "call-1"
-        assert attrs["otelmw.tool.args.digest"] == canonical_json_sha256(args)[0]
+        assert attrs["otelmw.tool.args.digest"] == canonical_json_digest(args)[0]
         if hook != "pre_tool_call":
             assert attrs["otelmw.result.success"] is True
             assert attrs["otelmw.result.status"] == "ok"
-            assert attrs["otelmw.result.raw.digest"] == canonical_json_sha256({"temp": 3})[0]
+            assert attrs["otelmw.result.raw.digest"] == canonical_json_digest({"temp": 3})[0]
 
 
 def test_hook_log_for_blocked_tool_call(h: TelemetryHarness) -> None:

@@ -21,16 +21,20 @@ Canonical serialization (what is hashed), so a user can recompute a digest:
   UTF-8 of the type tag — ``QualName`` for builtins (``dict``), else
   ``module.QualName`` — so the digest never raises.
 
-The digest value names its algorithm:
+The digest value names its algorithm. Digests are keyed: HMAC-SHA256 with the
+deployment's digest key (``OTELMW_DIGEST_KEY``, else the key generated once in
+``$OTELMW_HOME/digest.key``, mode 0600; see ``load_key``), so a short result (a PIN)
+cannot be recovered by hashing candidates, while every process of one deployment
+(same key) gives the same digest for the same value:
 
-* ``sha256:<hex>`` — SHA-256 of the whole canonical serialization.
-* ``sha256-sampled:<hex>`` — ``str``/``bytes`` whose serialization is larger than
-  ``max_bytes`` (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): SHA-256 of
+* ``hmac-sha256:<hex>`` — HMAC-SHA256 of the whole canonical serialization.
+* ``hmac-sha256-sampled:<hex>`` — ``str``/``bytes`` whose serialization is larger than
+  ``max_bytes`` (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): HMAC of
   ``b"<length>:" + head + tail``, head/tail being the first and last
   ``max_bytes // 2`` bytes (for ``str``: characters, UTF-8 encoded; length in
   characters). Cost is bounded by ``max_bytes`` whatever the size.
-* ``sha256-prefix:<hex>`` — a JSON tree whose canonical JSON exceeds
-  ``max_bytes``: SHA-256 of its first ``max_bytes`` bytes (encoding stops there).
+* ``hmac-sha256-prefix:<hex>`` — a JSON tree whose canonical JSON exceeds
+  ``max_bytes``: HMAC of its first ``max_bytes`` bytes (encoding stops there).
 
 ``size`` is the byte length of the canonical serialization (for sampled ``str``:
 its length in characters; for a prefix-hashed tree: ``-1``, unknown).
@@ -50,6 +54,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
 from typing import Any, Final
 
 from .. import settings as cfg
@@ -61,6 +70,11 @@ except ImportError:  # pragma: no cover - exercised by test_digest_without_orjso
 
 _DEFAULT_MAX: Final = cfg.DIGEST_MAX_BYTES.default
 _sha256 = hashlib.sha256
+WHOLE: Final = "hmac-sha256:"
+SAMPLED: Final = "hmac-sha256-sampled:"
+PREFIX: Final = "hmac-sha256-prefix:"
+KEY_FILE: Final = "digest.key"
+logger = logging.getLogger("otelmw")
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _JSON_TYPES = (dict, list, tuple, *_JSON_SCALARS)
 
@@ -111,13 +125,104 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
                             default=_json_default)
 
 
-def _hex(h: Any) -> str:
-    return str(h.hexdigest())
+# ------------------------------------------------------------------- the key
+# HMAC-SHA256 (RFC 2104) with the key's inner and outer pads hashed once: a digest
+# is then two ``copy()``s of those states, the data, and one more block — no key
+# processing per digest. ``None`` until the first digest (or ``use_key``).
+_inner: Any = None
+_outer: Any = None
+_key_lock = threading.Lock()
+
+
+def use_key(key: bytes) -> None:
+    """Key every later digest with ``key`` (bytes; see ``load_key``)."""
+    global _inner, _outer
+    block = key if len(key) <= 64 else _sha256(key).digest()
+    block = block.ljust(64, b"\0")
+    _outer = _sha256(bytes(b ^ 0x5C for b in block))  # first: _inner set means both are
+    _inner = _sha256(bytes(b ^ 0x36 for b in block))
+
+
+def load_key(home: Path | None = None) -> bytes:
+    """The deployment's digest key: ``OTELMW_DIGEST_KEY`` when set, else the text of
+    ``$OTELMW_HOME/digest.key`` (created on first use: 32 random bytes as 64 hex
+    characters, mode 0600; concurrent first processes agree on one file), UTF-8 encoded
+    without surrounding whitespace. Raises ``OSError`` when the file can be neither read
+    nor created, ``ValueError`` when it holds fewer than 16 characters."""
+    given = cfg.DIGEST_KEY.read(strict=False)  # configure() validated it strictly
+    if given:
+        return given.encode("utf-8")
+    if home is None:
+        home = cfg.HOME.read(strict=False) or Path.home() / ".otelmw"
+    path = home / KEY_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        text = _create_key_file(path)
+    if len(text) < 16:
+        raise ValueError(f"digest key file {path} holds fewer than 16 characters")
+    return text.encode("utf-8")
+
+
+def _create_key_file(path: Path) -> str:
+    """Write a new key beside ``path`` (0600) and link it into place; a process that
+    lost the race to create it reads the winner's key."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    text = secrets.token_hex(32)
+    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never replaces an existing key
+        except FileExistsError:
+            return path.read_text(encoding="utf-8").strip()
+    finally:
+        tmp.unlink(missing_ok=True)
+    return text
+
+
+def _keyed() -> tuple[Any, Any]:
+    """The inner and outer HMAC states, loading the key on first use. Never raises:
+    without a usable key, a per-process random key, with one warning."""
+    with _key_lock:
+        if _inner is None:
+            try:
+                key = load_key()
+            except (OSError, ValueError) as exc:
+                logger.warning(
+                    "otelmw: no digest key (%s); this process's digests use a random key "
+                    "and cannot be compared with other processes' - set OTELMW_DIGEST_KEY "
+                    "or make $OTELMW_HOME writable", exc)
+                key = secrets.token_bytes(32)
+            use_key(key)
+    return _inner, _outer
+
+
+def _new_hash() -> Any:
+    """An HMAC inner state to feed data into (finish it with ``_hmac_hex``)."""
+    return (_inner if _inner is not None else _keyed()[0]).copy()
+
+
+def _hmac_hex(h: Any) -> str:
+    """Finish an HMAC whose inner state ``h`` has seen all the data."""
+    outer = _outer.copy()
+    outer.update(h.digest())
+    return str(outer.hexdigest())
+
+
+def _keyed_hex(data: Any) -> str:
+    h = (_inner if _inner is not None else _keyed()[0]).copy()
+    h.update(data)
+    outer = _outer.copy()
+    outer.update(h.digest())
+    return str(outer.hexdigest())
 
 
 def _whole(data: Any) -> tuple[str, int]:
-    """The ``sha256:`` digest of a whole serialization, and its size."""
-    return "sha256:" + _sha256(data).hexdigest(), len(data)
+    """The ``hmac-sha256:`` digest of a whole serialization, and its size."""
+    return WHOLE + _keyed_hex(data), len(data)
 
 
 def _type_digest(value: Any) -> tuple[str, int]:
@@ -131,7 +236,11 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
     t = type(value)
     if (t is str or t is bytes) and len(value) <= 4096 and limit >= 16384:  # common case
         data = value.encode("utf-8", "surrogatepass") if t is str else value
-        return "sha256:" + _sha256(data).hexdigest(), len(data)
+        h = (_inner if _inner is not None else _keyed()[0]).copy()  # _keyed_hex, inlined
+        h.update(data)
+        outer = _outer.copy()
+        outer.update(h.digest())
+        return WHOLE + outer.hexdigest(), len(data)
     try:
         if t is dict or t is list:  # the common tool results: straight to the JSON path
             # Inlined copy of _json_digest's first case (one flat orjson encode, no
@@ -144,7 +253,7 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
                     shape = _JSON
                 else:
                     if len(data) <= limit:
-                        return "sha256:" + _sha256(data).hexdigest(), len(data)
+                        return WHOLE + _keyed_hex(data), len(data)
             return _json_digest(value, limit, shape)
         return _digest(value, limit)
     except Exception:
@@ -162,13 +271,14 @@ def _digest(value: Any, limit: int) -> tuple[str, int]:
                 return _whole(data)
         # Over the cap: sampled by characters, as documented (not by UTF-8 bytes).
         half = limit // 2
-        h = hashlib.sha256(f"{len(value)}:".encode())
+        h = _new_hash()
+        h.update(f"{len(value)}:".encode())
         n = len(value)
         # 64 Ki-character slices: no multi-MiB temporary per sample.
         for lo, hi in ((0, half), (n - half, n)):
             for start in range(lo, hi, 65536):
                 h.update(value[start:min(start + 65536, hi)].encode("utf-8", "surrogatepass"))
-        return "sha256-sampled:" + _hex(h), len(value)
+        return SAMPLED + _hmac_hex(h), len(value)
     if t is bytes or t is bytearray or t is memoryview:
         return _bytes_digest(value, limit)
     if isinstance(value, BaseException):
@@ -189,10 +299,11 @@ def _bytes_digest(data: Any, limit: int) -> tuple[str, int]:
         return _whole(data)
     half = limit // 2
     mv = memoryview(data)
-    h = hashlib.sha256(f"{n}:".encode())
+    h = _new_hash()
+    h.update(f"{n}:".encode())
     h.update(mv[:half])
     h.update(mv[n - half:])
-    return "sha256-sampled:" + _hex(h), n
+    return SAMPLED + _hmac_hex(h), n
 
 
 # What the bounded walks report about a JSON tree.
@@ -303,13 +414,13 @@ _JSON_KEY_TYPES = (str, int, float, bool, type(None))
 
 def _stream_digest(value: Any, limit: int) -> tuple[str, int]:
     """Digest of a big tree's canonical JSON, encoded piece by piece into the hash
-    and stopped at ``limit`` bytes (``sha256-prefix``). Short flat containers — rows,
+    and stopped at ``limit`` bytes (``hmac-sha256-prefix``). Short flat containers — rows,
     64-item slices of long lists — are encoded whole by the C encoders, so a huge
     tree costs about one small encode per row, never a Python step per character.
     Raises ``TypeError`` for keys json cannot sort or convert (the caller converts
     the whole tree's keys and starts again, as ``_encode`` does), ``ValueError``
     for cycles."""
-    h = hashlib.sha256()
+    h = _new_hash()
     size = 0
     active: set[int] = set()
 
@@ -369,8 +480,8 @@ def _stream_digest(value: Any, limit: int) -> tuple[str, int]:
     try:
         emit(value)
     except _Full:
-        return "sha256-prefix:" + _hex(h), -1
-    return "sha256:" + _hex(h), size
+        return PREFIX + _hmac_hex(h), -1
+    return WHOLE + _hmac_hex(h), size
 
 
 def _flat_bytes(value: Any, shape: int) -> bytes:
@@ -451,7 +562,7 @@ def _json_digest(value: Any, limit: int, flat: int | None = None) -> tuple[str, 
             if len(data) <= limit:
                 return _whole(data)
             # the walks' estimate is rough (and a tiny explicit cap is possible)
-            return "sha256-prefix:" + _sha256(data[:limit]).hexdigest(), -1
+            return PREFIX + _keyed_hex(data[:limit]), -1
         try:
             return _stream_digest(value, limit)
         except TypeError:  # keys json cannot sort or convert: convert them first

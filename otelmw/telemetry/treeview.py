@@ -273,8 +273,8 @@ def render_list(summaries: list[TraceSummary], style: Style) -> list[str]:
 def _value(v: Any) -> str:
     if isinstance(v, list):
         return ",".join(printable(x) for x in v)
-    if isinstance(v, str) and v.startswith("sha256:") and len(v) > 24:
-        return printable(v[:16]) + "…"  # enough to tell digests apart
+    if isinstance(v, str) and v.startswith("hmac-sha256:") and len(v) > 29:
+        return printable(v[:21]) + "…"  # enough to tell digests apart
     return printable(v)
 
 
