@@ -238,7 +238,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     skipped: list[SkippedLine] = []
     try:
-        sent = replay(args.endpoint, args.protocol, _store(args), skipped=skipped)
+        sent = replay(args.endpoint, args.protocol, _store(args), skipped=skipped,
+                      signals=args.signals or ("traces", "metrics", "logs"))
     except ReplayError as exc:  # unreachable endpoint, HTTP or gRPC error: no traceback
         print(f"otelmw: replay failed: {printable(exc)}", file=sys.stderr)
         return 1
@@ -412,6 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(4317 for grpc)")
     p.add_argument("--protocol", choices=["http/protobuf", "grpc"], default="http/protobuf",
                    help="OTLP transport (default http/protobuf)")
+    p.add_argument("--signal", action="append", dest="signals",
+                   choices=["traces", "metrics", "logs"],
+                   help="send only this signal (repeatable; default all three), e.g. "
+                        "--signal traces for a traces-only backend")
     p.set_defaults(func=_cmd_replay)
 
     g = _command(sub, "plugins", "list, enable or disable plugins",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,20 @@ def _grpc_stubs(endpoint: str) -> tuple[Any, dict[str, Any]]:
 
 def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
            directory: Path | None = None, timeout: float = 10.0,
-           skipped: list[SkippedLine] | None = None) -> dict[str, int]:
+           skipped: list[SkippedLine] | None = None,
+           signals: Sequence[str] = SIGNALS) -> dict[str, int]:
     """Replay every stored request; returns the number of requests sent per signal.
     Raises :class:`ReplayError` naming the endpoint when a request is not taken.
-    Lines that cannot be read are skipped (listed in ``skipped`` when given)."""
+    Lines that cannot be read are skipped (listed in ``skipped`` when given).
+    ``signals``: which of traces, metrics, logs to send (a traces-only backend
+    such as Phoenix or Tempo takes ``("traces",)``)."""
+    unknown = [x for x in signals if x not in SIGNALS]
+    if unknown:
+        raise ValueError(f"unknown signal(s) {unknown}: expected {', '.join(SIGNALS)}")
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
     endpoint = endpoint or default_endpoint(protocol)
-    sent = dict.fromkeys(SIGNALS, 0)
+    sent = dict.fromkeys(signals, 0)
     channel = None
     stubs: dict[str, Any] = {}
     if protocol == "grpc":
@@ -82,7 +89,7 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
     try:
         import json
 
-        for signal in SIGNALS:
+        for signal in signals:
             for stored in read_stored(signal, directory, skipped):
                 try:
                     msg = from_otlp_json(signal, json.dumps(stored.request))
