@@ -268,6 +268,7 @@ examples:
   otelmw replay --endpoint http://localhost:4318
                                        send the store to an OTLP endpoint
   otelmw plugins list                  installed plugins and their state
+  otelmw --version                     the installed version
 
 `otelmw COMMAND --help` describes each command. Configuration is read from the
 environment (OTEL_* and OTELMW_*; see docs/telemetry.md)."""
@@ -333,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "failing\nguard, a normalized vendor error) fully offline and prints "
                  "their traces.\nTelemetry goes where the environment says (the local "
                  "store by default).",
-                 "  otelmw demo\n  otelmw demo --quiet\n"
+                 "  otelmw demo\n  otelmw demo --quiet\n  otelmw demo --color never\n"
                  "  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 otelmw demo",
                  parents=[color])
     d.add_argument("--quiet", action="store_true", help="print the answer and summary only")
@@ -356,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "Reads the traces (and hook events) the file exporter kept in the local\n"
                  "store. Without an action: list.",
                  "  otelmw traces list --limit 5\n  otelmw traces show 4bf92f35\n"
-                 "  otelmw traces tail --follow --data-dir /var/lib/agent/.otelmw",
+                 "  otelmw traces tail --follow --data-dir /var/lib/agent/.otelmw\n"
+                 "  otelmw traces --color always | less -R",
                  parents=[store, color])
     t.set_defaults(func=_cmd_traces_list, limit=50)
     ta = t.add_subparsers(dest="action", metavar="ACTION")
@@ -369,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     tl = _command(ta, "list", "one line per trace, newest first",
                   "One line per stored trace, newest first: start time (local), service,\n"
                   "root span, span count, spans with errors, duration and trace id.",
-                  "  otelmw traces list\n  otelmw traces list --limit 5", parents=later)
+                  "  otelmw traces list\n  otelmw traces list --limit 5\n"
+                  "  otelmw traces list --data-dir /var/lib/agent/.otelmw --color never",
+                  parents=later)
     tl.add_argument("-n", "--limit", type=_positive, default=50, metavar="N",
                     help="show the newest N traces (default 50)")
     tl.set_defaults(func=_cmd_traces_list)
@@ -379,7 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "hook\nevents under it (\u2691name@offset) and captured content when "
                   "recorded.\nErrors are red on a terminal; lines fit the terminal's width.",
                   "  otelmw traces show 4bf92f3577b34da6a3ce929d0e0e4736\n"
-                  "  otelmw traces show 4bf92f35 --color never | less", parents=later)
+                  "  otelmw traces show 4bf92f35 --color never | less\n"
+                  "  otelmw traces show 4bf92f35 --data-dir /var/lib/agent/.otelmw",
+                  parents=later)
     ts.add_argument("trace_id", metavar="TRACE_ID",
                     help="a trace id or its first characters (all matching traces are shown)")
     ts.set_defaults(func=_cmd_traces_show)
@@ -389,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "span has arrived, or\nafter --settle quiet seconds when its root is "
                   "elsewhere; a trace that grows\nafterwards is shown again, marked "
                   "(updated). Ctrl-C stops it (exit status 130).",
-                  "  otelmw traces tail\n  otelmw traces tail -n 3 --follow",
+                  "  otelmw traces tail\n  otelmw traces tail --limit 3 --follow\n"
+                  "  otelmw traces tail --follow --settle 30 --interval 2\n"
+                  "  otelmw traces tail --data-dir /var/lib/agent/.otelmw --color never",
                   parents=later)
     tt.add_argument("-n", "--limit", type=_positive, default=10, metavar="N",
                     help="show the last N traces (default 10)")

@@ -102,6 +102,9 @@ def test_version_and_help_for_every_command_and_argument(tmp_path: Path) -> None
             assert action.help and action.help != argparse.SUPPRESS, (path, action.dest)
             for flag in action.option_strings:
                 assert flag in text, (path, flag)
+            if action.option_strings and "--help" not in action.option_strings:
+                # an example for every option: its long form is used in one
+                assert action.option_strings[-1] in example, (path, action.option_strings)
 
 
 def test_options_are_accepted_after_positionals(demo: dict[str, Any], tmp_path: Path) -> None:
