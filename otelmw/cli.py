@@ -183,7 +183,7 @@ def _size(roots: list[SpanView]) -> tuple[int, int]:
 
 
 def _cmd_traces_tail(args: argparse.Namespace) -> int:
-    from .telemetry.treeview import render_trace
+    from .telemetry.treeview import render_trace, walk
 
     directory = _store(args)
     style = Style.for_stream(sys.stdout, args.color)
@@ -211,7 +211,7 @@ def _cmd_traces_tail(args: argparse.Namespace) -> int:
             size = _size(roots)
             old = states.get(tid)
             if old is None:  # at start: quiet since its last span ended
-                changed = max(s.end_ns for s in roots) / 1e9 if first else now
+                changed = max(s.end_ns for s in walk(roots)) / 1e9 if first else now
                 old = states[tid] = _TraceState(size, None, changed)
             elif old.size != size:
                 old = states[tid] = _TraceState(size, old.shown, now)
@@ -415,7 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
                  "times,\nattributes), to an OTLP endpoint.",
                  "  otelmw replay --endpoint http://localhost:4318\n"
                  "  otelmw replay --protocol grpc --endpoint http://localhost:4317\n"
-                 "  otelmw replay --data-dir /var/lib/agent/.otelmw", parents=[store])
+                 "  otelmw replay --data-dir /var/lib/agent/.otelmw\n"
+                 "  otelmw replay --signal traces --endpoint http://localhost:6006",
+                 parents=[store])
     p.add_argument("--endpoint", metavar="URL",
                    help="default: $OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318 "
                         "(4317 for grpc)")
