@@ -252,8 +252,12 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
                 except Exception:  # big ints, lone surrogates: json's turn, not orjson's again
                     shape = _JSON
                 else:
-                    if len(data) <= limit:
-                        return WHOLE + _keyed_hex(data), len(data)
+                    if len(data) <= limit:  # _keyed_hex, inlined
+                        h = (_inner if _inner is not None else _keyed()[0]).copy()
+                        h.update(data)
+                        outer = _outer.copy()
+                        outer.update(h.digest())
+                        return WHOLE + outer.hexdigest(), len(data)
             return _json_digest(value, limit, shape)
         return _digest(value, limit)
     except Exception:
