@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,10 @@ def test_tail_follow_shows_each_trace_whole(tmp_path: Path) -> None:
     tail = subprocess.Popen([*otelmw_cmd(), "traces", "tail", "--follow"], env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    lines: list[str] = []
+    assert tail.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(tail.stdout or ()), daemon=True)
+    reader.start()
     try:
         ok(otelmw("run", "--", sys.executable, "slow.py", env=env, cwd=tmp_path))
         spans = list(spans_from_requests(read_requests("traces", store)))
@@ -207,12 +212,19 @@ def test_tail_follow_shows_each_trace_whole(tmp_path: Path) -> None:
         assert len(traces) == 2 and len(spans) == 8
         # fragments were on disk while the turns ran: one export request per batch
         assert sum(1 for _ in read_requests("traces", store)) > 2
-        time.sleep(2.0)  # a few polls after the last write
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(
+                1 for x in list(lines) if x.startswith(f"trace {traces[-1]}")) == 0:
+            time.sleep(0.2)
+        time.sleep(1.0)  # two more polls: nothing else is shown
         tail.send_signal(signal.SIGINT)
-        out, err = tail.communicate(timeout=20)
+        tail.wait(timeout=20)
+        reader.join(timeout=10)
+        err = tail.stderr.read() if tail.stderr else ""
     finally:
         if tail.poll() is None:
             tail.kill()
+    out = "".join(lines)
     shown: dict[str, str] = {}
     for block in re.split(r"\n(?=trace [0-9a-f]{32})", "\n" + out):
         m = TRACE_LINE.match(block.strip().split("\n", 1)[0])
