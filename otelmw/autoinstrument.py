@@ -7,20 +7,24 @@
    ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS``;
 4. wrap the targets listed in ``OTELMW_WRAP`` when their module is imported:
    ``module:Qual.name=llm`` or ``module:Qual.name=tool`` (comma-separated), e.g.
-   ``OTELMW_WRAP="my_agent:call_model=llm,my_agent:dispatch=tool"``.
+   ``OTELMW_WRAP="my_agent:call_model=llm,my_agent:dispatch=tool"`` (targets in the
+   script being run are wrapped as it defines them: ``otelmw.main_script``);
+5. report one line at start (instrumentors active and skipped) and one at exit
+   (telemetry written, where, dropped, targets left unwrapped): ``run_notice``.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
+import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import wrapt
-from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
 from . import settings as cfg
 from .settings import WrapTarget
@@ -41,11 +45,17 @@ def parse_wrap_spec(spec: str) -> list[WrapTarget]:
 _OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
 
 
-def program_name(argv: Sequence[str] | None = None) -> str | None:
-    """The running program's name from the interpreter's command line
-    (``sys.orig_argv``): the script's stem (its directory's name for a
-    ``__main__.py``), the module of ``-m``; ``None`` for ``-c`` or stdin."""
-    args = list(sys.orig_argv if argv is None else argv)[1:]
+class InterpreterMain(NamedTuple):
+    """What a Python command line runs: a ``script`` or a ``module`` (``-m``)."""
+
+    kind: str  # "script" | "module"
+    value: str  # the script's path as given, or the module name
+    position: int  # of the script in the arguments (after the interpreter)
+
+
+def interpreter_main(args: Sequence[str]) -> InterpreterMain | None:
+    """Parse the interpreter's arguments (without the interpreter itself);
+    ``None`` for ``-c`` or stdin."""
     i = 0
     while i < len(args):
         arg = args[i]
@@ -55,59 +65,120 @@ def program_name(argv: Sequence[str] | None = None) -> str | None:
         if arg == "-":
             return None
         if not arg.startswith("-"):
-            path = Path(arg)
-            return (path.parent.name or None) if path.stem == "__main__" else path.stem
+            return InterpreterMain("script", arg, i)
         if not arg.startswith("--"):
             for j, flag in enumerate(arg[1:], 1):  # combined flags: -uB, -um mod
                 if flag == "c":
                     return None
                 if flag == "m":
-                    return arg[j + 1:] or (args[i + 1] if i + 1 < len(args) else None)
+                    module = arg[j + 1:] or (args[i + 1] if i + 1 < len(args) else None)
+                    return InterpreterMain("module", module, i) if module else None
                 if flag in "XW":  # -Xdev, -Wignore: the rest is the option's value
                     break
         i += 1
     return None
 
 
-def _wrap_when_imported(module: str, name: str, kind: str) -> None:
+def program_name(argv: Sequence[str] | None = None) -> str | None:
+    """The running program's name from the interpreter's command line
+    (``sys.orig_argv``): the script's stem (its directory's name for a
+    ``__main__.py``), the module of ``-m``; ``None`` for ``-c`` or stdin."""
+    args = list(sys.orig_argv if argv is None else argv)[1:]
+    main = interpreter_main(args)
+    if main is not None and main.value == "otelmw.main_script":  # otelmw run's stand-in
+        script = args[main.position + (1 if args[main.position] == "-m" else 0) + 1:][:1]
+        main = InterpreterMain("script", script[0], 0) if script else None
+    if main is None or main.kind == "module":
+        return main.value if main is not None else None
+    path = Path(main.value)
+    return (path.parent.name or None) if path.stem == "__main__" else path.stem
+
+
+# OTELMW_WRAP targets not wrapped (yet), with why; ``unwrapped_targets()`` at exit.
+_unwrapped: dict[WrapTarget, str] = {}
+_unwrapped_lock = threading.Lock()
+
+
+def mark_unwrapped(target: WrapTarget, reason: str) -> None:
+    with _unwrapped_lock:
+        _unwrapped[target] = reason
+
+
+def unwrapped_targets() -> dict[WrapTarget, str]:
+    with _unwrapped_lock:
+        return dict(_unwrapped)
+
+
+def wrap_target(module: Any, target: WrapTarget) -> bool:
+    """Wrap ``target.qualname`` in ``module`` (a module object) as its kind says;
+    a failure is logged and remembered for the exit line, never raised."""
     from .decorators import _is_async, llm_wrapper, tool_wrapper
 
-    def hook(mod: Any) -> None:
-        try:
-            obj: Any = mod
-            for part in name.split("."):
-                obj = getattr(obj, part)
-            if kind == "llm":
-                wrapper = llm_wrapper(is_async=_is_async(obj))
-            else:
-                wrapper = tool_wrapper(obj, is_async=_is_async(obj), raise_errors=True)
-            wrapt.wrap_function_wrapper(mod, name, wrapper)
-        except Exception as exc:
-            logger.warning("otelmw: could not wrap %s:%s (%s)", module, name, exc)
+    try:
+        obj: Any = module
+        for part in target.qualname.split("."):
+            obj = getattr(obj, part)
+        if target.kind == "llm":
+            wrapper = llm_wrapper(is_async=_is_async(obj))
+        else:
+            wrapper = tool_wrapper(obj, is_async=_is_async(obj), raise_errors=True)
+        wrapt.wrap_function_wrapper(module, target.qualname, wrapper)
+    except Exception as exc:
+        logger.warning("otelmw: could not wrap %s:%s (%s)", target.module, target.qualname,
+                       exc)
+        mark_unwrapped(target, f"could not wrap: {exc}")
+        return False
+    with _unwrapped_lock:
+        _unwrapped.pop(target, None)
+    return True
 
-    wrapt.register_post_import_hook(hook, module)
+
+def _wrap_when_imported(target: WrapTarget) -> None:
+    mark_unwrapped(target, f"module {target.module} was never imported")
+    wrapt.register_post_import_hook(lambda mod: wrap_target(mod, target), target.module)
 
 
-def instrument_all(settings: cfg.Settings | None = None) -> list[str]:
-    """Instrument every available otelmw_* instrumentor; returns their names."""
+class SkippedInstrumentor(NamedTuple):
+    name: str  # entry point, e.g. otelmw_hermes
+    reason: str  # "hermes-agent is not installed", "... outside the supported range ..."
+
+
+class InstrumentationReport(NamedTuple):
+    """What ``instrument_all`` did: instrumentors installed (each instruments its host
+    when the host is imported) and the ones skipped, with why."""
+
+    active: tuple[str, ...]
+    skipped: tuple[SkippedInstrumentor, ...]
+
+
+def instrument_all(settings: cfg.Settings | None = None) -> InstrumentationReport:
+    """Instrument every available otelmw_* instrumentor."""
+    from .instrumentation._base import host_unsupported
+
     s = settings if settings is not None else cfg.load(strict=False)
     disabled: tuple[str, ...] = s[cfg.DISABLED_INSTRUMENTATIONS]
-    done = []
+    active: list[str] = []
+    skipped: list[SkippedInstrumentor] = []
     for ep in metadata.entry_points(group="opentelemetry_instrumentor"):
-        if not ep.name.startswith("otelmw_") or ep.name in disabled:
+        if not ep.name.startswith("otelmw_"):
+            continue
+        if ep.name in disabled:
+            skipped.append(SkippedInstrumentor(
+                ep.name, "disabled by OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"))
             continue
         try:
             instrumentor = ep.load()()
-            conflict = get_dependency_conflicts(instrumentor.instrumentation_dependencies())
-            if conflict is not None:
-                logger.info("otelmw: %s skipped: %s", ep.name, conflict)
+            reason = host_unsupported(ep.name, instrumentor.instrumentation_dependencies())
+            if reason is not None:
+                skipped.append(SkippedInstrumentor(ep.name, reason))
                 continue
             if not instrumentor.is_instrumented_by_opentelemetry:
                 instrumentor.instrument(skip_dep_check=True)
-            done.append(ep.name)
+            active.append(ep.name)
         except Exception as exc:
             logger.warning("otelmw: instrumentor %s skipped: %s", ep.name, exc)
-    return done
+            skipped.append(SkippedInstrumentor(ep.name, f"failed: {exc}"))
+    return InstrumentationReport(tuple(active), tuple(skipped))
 
 
 def _configure_and_load_plugins() -> cfg.Settings:
@@ -128,10 +199,29 @@ def _configure_and_load_plugins() -> cfg.Settings:
 
 
 def initialize() -> None:
+    from . import run_notice
+    from .telemetry.setup import current
+
     settings = _configure_and_load_plugins()
-    instrument_all(settings)
+    report = instrument_all(settings)
     for target in settings[cfg.WRAP]:
-        _wrap_when_imported(target.module, target.qualname, target.kind)
+        if target.module == "__main__":  # the script itself: otelmw.main_script wraps it
+            mark_unwrapped(target, "__main__ targets are wrapped in `otelmw run -- python "
+                                   "SCRIPT` only")
+        else:
+            _wrap_when_imported(target)
+    telemetry = current()
+    if settings[cfg.QUIET] or telemetry is None:
+        return
+    run_notice.notify(run_notice.start_line(report, telemetry))
+
+    def at_exit() -> None:
+        flushed = telemetry.shutdown()  # first (a no-op when done already): final counts
+        run_notice.notify(run_notice.exit_line(telemetry, unwrapped_targets(),
+                                               flushed=flushed))
+
+    # Registered after configure()'s own shutdown, so it runs before it (LIFO).
+    atexit.register(at_exit)
 
 
 def _configurator_base() -> type:

@@ -68,9 +68,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     # Validate every setting here, before the program starts: a typo is an error
     # (exit 2) where the user made it, not a warning inside their program.
-    from .settings import load
+    from . import settings as cfg
+    from .main_script import command_for
 
-    load()
+    settings = cfg.load()
+    # A target in the script itself is wrapped as the script defines it.
+    targets: tuple[cfg.WrapTarget, ...] = settings[cfg.WRAP]
+    command = command_for(command, targets)
     bootstrap = str(Path(__file__).parent / "bootstrap")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (bootstrap, env.get("PYTHONPATH")) if x)

@@ -245,6 +245,9 @@ class WrapTarget(NamedTuple):
     qualname: str
     kind: str
 
+    def __str__(self) -> str:
+        return f"{self.module}:{self.qualname}={self.kind}"
+
 
 def wrap_targets(spec: str) -> tuple[WrapTarget, ...]:
     """Parse ``OTELMW_WRAP``; raise ``ValueError`` naming the bad entry."""
@@ -255,7 +258,10 @@ def wrap_targets(spec: str) -> tuple[WrapTarget, ...]:
             continue
         target, _, kind = item.partition("=")
         module, _, name = target.partition(":")
-        kind = kind.strip() or "llm"
+        kind = kind.strip()
+        if module.strip() and name.strip() and not kind:  # no default: say what it is
+            raise Invalid(f"entry {item!r} has no kind: write {target.strip()}=llm or "
+                          f"{target.strip()}=tool")
         if not module.strip() or not name.strip() or kind not in ("llm", "tool"):
             raise Invalid(f"entry {item!r}: expected module:Qual.name=llm|tool",
                           closest(kind, ["llm", "tool"]) if module and name else None)
@@ -383,6 +389,9 @@ NO_THREAD_PROPAGATION = register(Setting(
     "`true`: do not patch threads to carry context", allowed=("true", "false")))
 WRAP: Setting[tuple[WrapTarget, ...]] = register(Setting("OTELMW_WRAP", wrap_targets, (),
                         "`otelmw run`: targets to wrap on import"))
+QUIET = register(Setting(
+    "OTELMW_QUIET", boolean, False, "`1`: `otelmw run` prints no start and exit line",
+    allowed=("true", "false")))
 HOME: Setting[Path | None] = register(Setting(
     "OTELMW_HOME", directory, None,
     "plugin config directory and the digest key file (default `~/.otelmw`)"))

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
+import threading
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import wrapt
+from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..pipeline import current_llm_call, get_pipeline
@@ -132,13 +135,56 @@ def sdk_llm_wrapper(provider: str, api_mode: str, *, is_async: bool) -> Wrapper:
     return atraced_create if is_async else traced_create
 
 
+_warned_ranges: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def host_unsupported(name: str, dependencies: Collection[str]) -> str | None:
+    """Why instrumentor ``name`` cannot instrument its host (not installed, or installed
+    outside the supported range), or ``None`` when the host is in range. An installed
+    host outside the range is logged at WARNING once per process, naming the package,
+    the installed version and the range; a missing one at INFO (a program uses few
+    hosts, the others are not worth a warning)."""
+    conflict = get_dependency_conflicts(dependencies)
+    if conflict is None:
+        return None
+    required = str(conflict.required)
+    if not conflict.found:  # "<package> <version>" when installed
+        package = re.split(r"[\s<>=!~;\[]", required, maxsplit=1)[0]
+        reason = f"{package} is not installed"
+        logger.info("otelmw: %s skipped: %s", name, reason)
+        return reason
+    reason = f"{conflict.found} is installed, outside the supported range {required}"
+    with _warned_lock:
+        first = required not in _warned_ranges
+        _warned_ranges.add(required)
+    if first:
+        logger.warning("otelmw: %s not instrumented: %s (see README, Host instrumentors)",
+                       name, reason)
+    return reason
+
+
 class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Subclasses list ``targets``: (module, "Class.method", wrapper)."""
 
     dependencies: tuple[str, ...] = ()
+    entry_point = ""  # its name in the opentelemetry_instrumentor group
+    skipped_because: str | None = None  # set when instrument() declined
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return self.dependencies
+
+    def instrument(self, **kwargs: Any) -> Any:
+        """``BaseInstrumentor.instrument``, with an out-of-range host reported at
+        WARNING: the SDK's own check logs it at DEBUG under ``opentelemetry-instrument``
+        (``raise_exception_on_conflict``), where nobody sees it."""
+        kwargs.pop("raise_exception_on_conflict", None)
+        if not kwargs.pop("skip_dep_check", False):
+            self.skipped_because = host_unsupported(self.entry_point or type(self).__name__,
+                                                    self.instrumentation_dependencies())
+            if self.skipped_because is not None:
+                return None
+        return super().instrument(skip_dep_check=True, **kwargs)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         raise NotImplementedError

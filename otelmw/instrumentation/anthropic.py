@@ -16,6 +16,7 @@ class AnthropicInstrumentor(OtelmwInstrumentor):
 
     root_module = "anthropic"
     dependencies = ("anthropic >= 2.15, < 3",)
+    entry_point = "otelmw_anthropic"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

@@ -467,6 +467,7 @@ class HermesInstrumentor(OtelmwInstrumentor):
     """``otelmw_hermes``; targets are wrapped when their modules get imported."""
 
     dependencies = ("hermes-agent >= 0.19, < 0.20",)
+    entry_point = "otelmw_hermes"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

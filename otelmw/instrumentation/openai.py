@@ -17,6 +17,7 @@ class OpenAIInstrumentor(OtelmwInstrumentor):
 
     root_module = "openai"
     dependencies = ("openai >= 2.24, < 4",)
+    entry_point = "otelmw_openai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

@@ -15,7 +15,8 @@
   neither are passed through untouched (one ``isascii``/length check per string).
 * The counts are exported as ``otelmw.telemetry.dropped`` (observable counter,
   attributes ``otelmw.signal`` and ``otelmw.drop.reason``) and readable with
-  ``drop_counts()``.
+  ``drop_counts()``; ``export_totals()`` adds what was delivered (spans, traces,
+  log records), an ``ExportTotals``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -204,15 +206,48 @@ def _cleaned(batch: Sequence[Any], clean: Any) -> Sequence[Any]:
     return out
 
 
+class ExportTotals(NamedTuple):
+    """What otelmw's exporters delivered so far in this process (``export_totals()``):
+    what ``otelmw run`` reports at exit."""
+
+    spans: int
+    traces: int  # root spans delivered (a trace continued from elsewhere counts here once)
+    log_records: int
+    dropped: int  # not delivered: every signal and reason (``drop_counts()``), and
+    # the items of an export still under way (abandoned when the process exits now)
+
+
+_exporters: weakref.WeakSet[_Counting] = weakref.WeakSet()
+
+
+def export_totals() -> ExportTotals:
+    """Totals over otelmw's exporters; a signal exported twice (``otlp,console``)
+    counts what its most successful exporter delivered."""
+    best: dict[str, tuple[int, int]] = {}
+    for exporter in list(_exporters):
+        mine = (exporter.written, exporter.roots)
+        best[exporter.signal] = max(best.get(exporter.signal, (0, 0)), mine)
+    spans, traces = best.get("span", (0, 0))
+    in_flight = sum(e.in_flight for e in list(_exporters))
+    return ExportTotals(spans, traces, best.get("log", (0, 0))[0],
+                        sum(drop_counts().values()) + in_flight)
+
+
 class _Counting:
     signal = "item"
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.written = 0  # items delivered (one batch worker thread per exporter)
+        self.roots = 0
+        self.in_flight = 0  # items of the export under way
+        _exporters.add(self)
 
     def _count(self, batch: Sequence[Any], result: Any, success: Any) -> Any:
         if result is not success:
             record_drop(self.signal, "export_failed", len(batch))
+        else:
+            self.written += len(batch)
         return result
 
     def shutdown(self, *args: Any, **kwargs: Any) -> Any:
@@ -229,10 +264,15 @@ def counting_span_exporter(inner: Any) -> Any:
         signal = "span"
 
         def export(self, spans: Sequence[Any]) -> Any:
+            self.in_flight = len(spans)
             try:
                 result = self.inner.export(_cleaned(spans, _clean_span))
             except Exception:
                 result = SpanExportResult.FAILURE
+            finally:
+                self.in_flight = 0
+            if result is SpanExportResult.SUCCESS:
+                self.roots += sum(1 for s in spans if s.parent is None or s.parent.is_remote)
             return self._count(spans, result, SpanExportResult.SUCCESS)
 
     return CountingSpanExporter(inner)
@@ -245,10 +285,13 @@ def counting_log_exporter(inner: Any) -> Any:
         signal = "log"
 
         def export(self, batch: Sequence[Any]) -> Any:
+            self.in_flight = len(batch)
             try:
                 result = self.inner.export(_cleaned(batch, _clean_log))
             except Exception:
                 result = LogRecordExportResult.FAILURE
+            finally:
+                self.in_flight = 0
             return self._count(batch, result, LogRecordExportResult.SUCCESS)
 
     return CountingLogExporter(inner)

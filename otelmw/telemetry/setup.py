@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import _logs, metrics, trace
@@ -54,6 +55,24 @@ def exporter_choice(signal: str, settings: cfg.Settings | None = None) -> list[s
     if s[cfg.OTLP_ENDPOINT] or s[cfg.SIGNAL_ENDPOINT[signal]]:
         return ["otlp"]
     return ["file"]
+
+
+def describe_destination(signal: str, exporters: list[str], settings: cfg.Settings) -> str:
+    """Where ``signal`` goes with these exporters, in words: ``store /abs/dir``,
+    ``OTLP/grpc http://localhost:4317``, ``console``; ``nowhere`` for none."""
+    places = []
+    for name in exporters:
+        if name == "file":
+            places.append(f"store {Path(settings[cfg.DATA_DIR]).resolve()}")
+        elif name == "otlp":
+            protocol = _protocol(signal, settings)
+            endpoint = (settings[cfg.SIGNAL_ENDPOINT[signal]] or settings[cfg.OTLP_ENDPOINT]
+                        or ("http://localhost:4317" if protocol == "grpc"
+                            else "http://localhost:4318"))
+            places.append(f"OTLP/{'grpc' if protocol == 'grpc' else 'http'} {endpoint}")
+        else:
+            places.append(name)
+    return " and ".join(places) or "nowhere (exporter none)"
 
 
 def _protocol(signal: str, settings: cfg.Settings) -> str:
@@ -160,6 +179,8 @@ class Telemetry:
     owned: list[Any] = field(default_factory=list)  # providers otelmw created
     disabled: bool = False
     shutdown_timeout_s: float = cfg.SHUTDOWN_TIMEOUT.default
+    # where each signal goes, for people: "store /abs/.otelmw", "OTLP http://…:4317"
+    destinations: dict[str, str] = field(default_factory=dict)
 
     # the shutdown under way: a second caller waits for it instead of returning at
     # once (a signal during a main-thread shutdown is deferred: lifecycle)
@@ -303,8 +324,12 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         if propagate_threads if propagate_threads is not None else not s[
                 cfg.NO_THREAD_PROPAGATION]:
             instrument_threads()
+        mine = {"traces": tp in owned, "metrics": mp in owned, "logs": lp in owned}
         _current = Telemetry(observer, tp, mp, lp, owned,
-                             shutdown_timeout_s=s[cfg.SHUTDOWN_TIMEOUT])
+                             shutdown_timeout_s=s[cfg.SHUTDOWN_TIMEOUT],
+                             destinations={sig: describe_destination(sig, choices[sig], s)
+                                           if mine[sig] else "the program's own provider"
+                                           for sig in SIGNALS})
         atexit.register(_current.shutdown)
         if owned:  # the exits atexit does not see: signals, multiprocessing children
             lifecycle.install_signal_flush(_current.flush_on_signal)
