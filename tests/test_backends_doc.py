@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from _cli_helpers import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 
@@ -61,14 +61,6 @@ def split_env(words: list[str]) -> tuple[dict[str, str], list[str]]:
         name, _, value = rest.pop(0).partition("=")
         env[name] = value
     return env, rest
-
-
-def otelmw_cmd() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("otelmw")
-    return [found] if found else [sys.executable, "-m", "otelmw.cli"]
 
 
 def test_the_doc_has_commands_for_every_backend() -> None:

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _cli_helpers import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 
@@ -40,14 +41,6 @@ TWO_BATCHES = textwrap.dedent("""
         telemetry.force_flush()
     telemetry.shutdown(timeout_s=10)
 """)
-
-
-def otelmw_cmd() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("otelmw")
-    return [found] if found else [sys.executable, "-m", "otelmw.cli"]
 
 
 def run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
