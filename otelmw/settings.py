@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 logger = logging.getLogger("otelmw")
 
@@ -296,6 +296,31 @@ def _int_setting(name: str, default: int, doc: str, minimum: int = 1,
     return register(Setting(name, integer(minimum, maximum), default, doc))
 
 
+class BatchSettings(NamedTuple):
+    """A batch processor's four settings, named as its constructor's arguments."""
+
+    schedule_delay_millis: Setting[int]
+    export_timeout_millis: Setting[int]
+    max_queue_size: Setting[int]
+    max_export_batch_size: Setting[int]
+
+
+class BatchArgs(TypedDict):
+    schedule_delay_millis: int
+    export_timeout_millis: int
+    max_queue_size: int
+    max_export_batch_size: int
+
+
+def _batch_settings(prefix: str, item: str, delay_ms: int) -> BatchSettings:
+    return BatchSettings(
+        _int_setting(f"{prefix}_SCHEDULE_DELAY", delay_ms, f"{item} batch delay (ms)"),
+        _int_setting(f"{prefix}_EXPORT_TIMEOUT", 30000, f"{item} export timeout (ms)"),
+        _int_setting(f"{prefix}_MAX_QUEUE_SIZE", 2048, f"{item} queue size"),
+        _int_setting(f"{prefix}_MAX_EXPORT_BATCH_SIZE", 512,
+                     f"{item}s per export (at most the queue size)"))
+
+
 SIGNALS = ("traces", "metrics", "logs")
 PROTOCOLS = ("grpc", "http/protobuf")
 SIGNAL_EXPORTERS = {"traces": ("otlp", "console", "file", "none"),
@@ -337,19 +362,8 @@ SAMPLER = _choice_setting("OTEL_TRACES_SAMPLER", SAMPLERS, "parentbased_always_o
                           "trace sampler")
 SAMPLER_ARG = register(Setting("OTEL_TRACES_SAMPLER_ARG", number(0.0, 1.0), 1.0,
                                "ratio for the `traceidratio` samplers"))
-BSP_SCHEDULE_DELAY = _int_setting("OTEL_BSP_SCHEDULE_DELAY", 5000, "span batch delay (ms)")
-BSP_EXPORT_TIMEOUT = _int_setting("OTEL_BSP_EXPORT_TIMEOUT", 30000,
-                                  "span export timeout (ms)")
-BSP_MAX_QUEUE_SIZE = _int_setting("OTEL_BSP_MAX_QUEUE_SIZE", 2048, "span queue size")
-BSP_MAX_EXPORT_BATCH_SIZE = _int_setting("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512,
-                                         "spans per export (at most the queue size)")
-BLRP_SCHEDULE_DELAY = _int_setting("OTEL_BLRP_SCHEDULE_DELAY", 1000,
-                                   "log record batch delay (ms)")
-BLRP_EXPORT_TIMEOUT = _int_setting("OTEL_BLRP_EXPORT_TIMEOUT", 30000,
-                                   "log export timeout (ms)")
-BLRP_MAX_QUEUE_SIZE = _int_setting("OTEL_BLRP_MAX_QUEUE_SIZE", 2048, "log record queue size")
-BLRP_MAX_EXPORT_BATCH_SIZE = _int_setting("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 512,
-                                          "log records per export (at most the queue size)")
+SPAN_BATCH = _batch_settings("OTEL_BSP", "span", 5000)
+LOG_BATCH = _batch_settings("OTEL_BLRP", "log record", 1000)
 METRIC_EXPORT_INTERVAL = _int_setting("OTEL_METRIC_EXPORT_INTERVAL", 60000,
                                       "metric export interval (ms)")
 METRIC_EXPORT_TIMEOUT = _int_setting("OTEL_METRIC_EXPORT_TIMEOUT", 30000,
@@ -398,8 +412,6 @@ HOME: Setting[Path | None] = register(Setting(
 
 
 # ------------------------------------------------------------------ settings
-_BATCH_LIMITS = ((BSP_MAX_EXPORT_BATCH_SIZE, BSP_MAX_QUEUE_SIZE),
-                 (BLRP_MAX_EXPORT_BATCH_SIZE, BLRP_MAX_QUEUE_SIZE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +428,13 @@ class Settings:
 
     def is_set(self, setting: Setting[Any]) -> bool:
         return setting.name in self.given
+
+    def batch(self, settings: BatchSettings) -> BatchArgs:
+        """A batch processor's keyword arguments."""
+        return BatchArgs(schedule_delay_millis=self[settings.schedule_delay_millis],
+                         export_timeout_millis=self[settings.export_timeout_millis],
+                         max_queue_size=self[settings.max_queue_size],
+                         max_export_batch_size=self[settings.max_export_batch_size])
 
 
 def load(environ: Mapping[str, str] | None = None, *, strict: bool = True) -> Settings:
@@ -435,7 +454,8 @@ def load(environ: Mapping[str, str] | None = None, *, strict: bool = True) -> Se
         except ValueError:
             problems.append((setting.problem(raw), setting))
             values[name] = setting.default
-    for batch, queue in _BATCH_LIMITS:
+    for batch, queue in ((b.max_export_batch_size, b.max_queue_size)
+                         for b in (SPAN_BATCH, LOG_BATCH)):
         if values[batch.name] > values[queue.name]:
             problems.append((f"{batch.name}={values[batch.name]} is larger than "
                              f"{queue.name}={values[queue.name]}", batch))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli_helpers import otelmw as run_otelmw
 
 import otelmw
 import otelmw.plugins as plugins_mod
@@ -387,12 +388,9 @@ def test_cli_enable_of_a_plugin_that_is_not_installed_is_an_error(tmp_path: Path
     env = {**os.environ, "OTELMW_HOME": str(home),
            "PYTHONPATH": os.pathsep.join(x for x in (str(site), os.environ.get("PYTHONPATH"))
                                          if x)}
-    beside = Path(sys.executable).with_name("otelmw")
-    cmd = [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
 
     def otelmw(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,
-                              timeout=120, check=False)
+        return run_otelmw(*args, env=env, cwd=tmp_path)
 
     typo = otelmw("plugins", "enable", "sample_gaurd")
     assert typo.returncode == 2

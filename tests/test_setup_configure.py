@@ -244,6 +244,10 @@ def test_traces_exporter_console_prints_spans(rx: OtlpReceiver, tmp_path: Path) 
     ("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "http/json"),
     ("OTELMW_HOOK_EVENTS", "sometimes"),
     ("OTELMW_MIDDLEWARE_METRICS", "maybe"),
+    ("OTELMW_HOOK_EVENTS", "allx"),
+    ("OTEL_SDK_DISABLED", "ture"),
+    ("OTEL_BSP_MAX_QUEUE_SIZE", "abc"),
+    ("OTELMW_SHUTDOWN_TIMEOUT", "x"),
 ])
 def test_invalid_configuration_raises_value_error(tmp_path: Path, var: str, value: str) -> None:
     env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
@@ -265,6 +269,10 @@ def test_invalid_configuration_raises_value_error(tmp_path: Path, var: str, valu
     assert out[0].startswith("VALUE_ERROR"), out
     assert var in out[0]  # the message names the variable
     assert value.split(",")[-1] in out[0]  # ... and the offending value
+    assert "expected" in out[0] or "is not one of" in out[0]  # ... and what is allowed
+    near = {"allx": "all", "ture": "true"}.get(value)
+    if near:  # ... and the value probably meant
+        assert out[0].endswith(f"did you mean {near!r}?"), out[0]
     # nothing was installed half-way: the global providers are still the API's proxies
     assert all(x.lstrip("_").startswith("Proxy") for x in out[1].split()), out[1]
 

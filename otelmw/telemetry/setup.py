@@ -289,10 +289,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             for name in choices["traces"]:
                 tp.add_span_processor(BatchSpanProcessor(
                     health.counting_span_exporter(_exporter("traces", name, s)),
-                    max_queue_size=s[cfg.BSP_MAX_QUEUE_SIZE],
-                    schedule_delay_millis=s[cfg.BSP_SCHEDULE_DELAY],
-                    max_export_batch_size=s[cfg.BSP_MAX_EXPORT_BATCH_SIZE],
-                    export_timeout_millis=s[cfg.BSP_EXPORT_TIMEOUT]))
+                    **s.batch(cfg.SPAN_BATCH)))
             trace.set_tracer_provider(tp)
             owned.append(tp)
         mp = metrics.get_meter_provider()
@@ -308,10 +305,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             for name in choices["logs"]:
                 lp.add_log_record_processor(BatchLogRecordProcessor(
                     health.counting_log_exporter(_exporter("logs", name, s)),
-                    max_queue_size=s[cfg.BLRP_MAX_QUEUE_SIZE],
-                    schedule_delay_millis=s[cfg.BLRP_SCHEDULE_DELAY],
-                    max_export_batch_size=s[cfg.BLRP_MAX_EXPORT_BATCH_SIZE],
-                    export_timeout_millis=s[cfg.BLRP_EXPORT_TIMEOUT]))
+                    **s.batch(cfg.LOG_BATCH)))
             _logs.set_logger_provider(lp)
             owned.append(lp)
         health.MAX_TEXT = max(4096, content.max_length)  # exporter guard's string bound
