@@ -489,9 +489,7 @@ def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> 
     obs.hook_fired(call, name, payload, failures)
 
 
-async def _hooks_observed(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                          kwargs: dict[str, Any]) -> Any:
-    results = await wrapped(*args, **kwargs)
+def _record_firing(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> Any:
     try:
         _emit_hooks(args, kwargs, results)
     except Exception as exc:
@@ -499,17 +497,17 @@ async def _hooks_observed(wrapped: Any, instance: Any, args: tuple[Any, ...],
     return results
 
 
+async def _hooks_observed(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
+    return _record_firing(args, kwargs, await wrapped(*args, **kwargs))
+
+
 def _hooks_observed_sync(wrapped: Any, instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
     """``execute_sync``: with hooks to run it calls ``execute`` (observed there);
     with none it returns ``[]`` at once, and that firing is recorded here."""
     results = wrapped(*args, **kwargs)
-    if not results:
-        try:
-            _emit_hooks(args, kwargs, results)
-        except Exception as exc:
-            _fail("hook", exc)
-    return results
+    return results if results else _record_firing(args, kwargs, results)
 
 
 def _has_hooks(wrapped: Any, instance: Any, args: tuple[Any, ...],

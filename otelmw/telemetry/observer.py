@@ -293,12 +293,8 @@ class TelemetryObserver(LayerSpans, HookEvents):
                 facts.input_tokens = inner.input_tokens
             if inner.output_tokens is not None:
                 facts.output_tokens = inner.output_tokens
-        span = op.span
-        duration = time.perf_counter() - op.start
-        mattrs = op.attrs
-        response_model = _c(facts.model) if facts.model else None
-        if response_model:
-            mattrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+        span, duration = op.span, time.perf_counter() - op.start
+        response_model = self._response_model(op, facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}
             request = op.request
@@ -321,26 +317,36 @@ class TelemetryObserver(LayerSpans, HookEvents):
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             span.set_attributes(attrs)
+        self._close_model_call(op, duration, error, facts.input_tokens, facts.output_tokens)
+
+    @staticmethod
+    def _response_model(op: OpState, model: str | None) -> str | None:
+        """The answering model, cleaned; it goes on the metric points too."""
+        clean = _c(model) if model else None
+        if clean:
+            op.attrs[a.GEN_AI_RESPONSE_MODEL] = clean
+        return clean
+
+    def _close_model_call(self, op: OpState, duration: float, error: BaseException | None,
+                          input_tokens: int | None, output_tokens: int | None) -> None:
+        """End a chat/embeddings span and record its duration and token points."""
+        mattrs = op.attrs
         if error is not None:
-            mark_exception(span, error, mattrs, with_content=self.content.on_spans)
-        span.end()
+            mark_exception(op.span, error, mattrs, with_content=self.content.on_spans)
+        op.span.end()
         inst = self.inst
         inst.operation_duration.record(duration, mattrs)
-        if facts.input_tokens is not None:
-            inst.token_usage.record(facts.input_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
-        if facts.output_tokens is not None:
-            inst.token_usage.record(facts.output_tokens,
-                                    {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})
+        if input_tokens is not None:
+            inst.token_usage.record(input_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
+        if output_tokens is not None:
+            inst.token_usage.record(output_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})
 
     def _end_embeddings(self, op: OpState, result: Any, error: BaseException | None) -> None:
-        span, mattrs = op.span, op.attrs
-        duration = time.perf_counter() - op.start
+        span, duration = op.span, time.perf_counter() - op.start
         facts = EmbeddingsFacts()
         if error is None:
             facts.absorb(result)
-        response_model = _c(facts.model) if facts.model else None
-        if response_model:
-            mattrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+        response_model = self._response_model(op, facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}
             request = op.request
@@ -359,13 +365,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
             if facts.input_tokens is not None:
                 attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
             span.set_attributes(attrs)
-        if error is not None:
-            mark_exception(span, error, mattrs)
-        span.end()
-        self.inst.operation_duration.record(duration, mattrs)
-        if facts.input_tokens is not None:
-            self.inst.token_usage.record(facts.input_tokens,
-                                         {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
+        self._close_model_call(op, duration, error, facts.input_tokens, None)
 
     def _end_tool(self, op: OpState, error: BaseException | None) -> None:
         span = op.span
