@@ -12,12 +12,16 @@ import logging
 import os
 import pty
 import re
+import select
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from _cli_helpers import otelmw_cmd, pythonpath
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
@@ -65,11 +69,6 @@ AGENT = textwrap.dedent("""\
 WRAP = "my_agent:call_model=llm,__main__:acall_model=llm,my_agent:dispatch=tool"
 
 
-def otelmw_cmd() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    return [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
-
-
 class Run:
     def __init__(self, proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> None:
         self.returncode, self.stdout, self.stderr = proc.returncode, stdout, stderr
@@ -85,22 +84,31 @@ def run(args: list[str], env: dict[str, str], cwd: Path, *, terminal: bool = Tru
         done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, timeout=TIMEOUT)
         return Run(done, done.stdout.decode(), done.stderr.decode())  # type: ignore[arg-type]
     master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=slave,
-                            stdin=subprocess.DEVNULL)
-    os.close(slave)
-    chunks = []
-    while True:
+    with tempfile.TemporaryFile() as out:  # a file, not a pipe: nothing to drain
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=slave,
+                                stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks, deadline = [], time.monotonic() + TIMEOUT
         try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the terminal's other side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    proc.wait(timeout=TIMEOUT)
-    os.close(master)
-    return Run(proc, out, b"".join(chunks).decode().replace("\r\n", "\n"))
+            while time.monotonic() < deadline:
+                if select.select([master], [], [], 0.2)[0]:
+                    try:
+                        chunk = os.read(master, 65536)
+                    except OSError:  # EIO: the child closed its side
+                        break
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                elif proc.poll() is not None:
+                    break
+            proc.wait(timeout=10)
+        finally:
+            os.close(master)
+            if proc.poll() is None:
+                proc.kill()
+        out.seek(0)
+        stdout = out.read().decode()
+    return Run(proc, stdout, b"".join(chunks).decode().replace("\r\n", "\n"))
 
 
 @pytest.fixture
@@ -235,8 +243,8 @@ def test_out_of_range_host_is_one_warning_and_a_named_skip(app: Path) -> None:
     from importlib.metadata import version
 
     install_fake_distribution(app / "site")
-    path = os.pathsep.join(x for x in (str(app / "site"), os.environ.get("PYTHONPATH")) if x)
-    env = clean_env(app, OTELMW_DATA_DIR=str(app / "store"), PYTHONPATH=path)
+    env = clean_env(app, OTELMW_DATA_DIR=str(app / "store"),
+                    PYTHONPATH=pythonpath(app / "site"))
     result = run([sys.executable, "my_agent.py"], env, app)
     assert result.returncode == 0, result.stderr
     installed = f"openai {version('openai')}"
