@@ -327,3 +327,22 @@ def test_wrap_spec_without_kind_is_an_error_at_start(app: Path) -> None:
     assert "has no kind: write my_agent:call_model=llm or my_agent:call_model=tool" in \
         result.stderr
     assert "KINDS" not in result.stdout  # the program never started
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["python3", "-u", "-X", "dev", "agents/my_agent.py", "x"],
+     ["python3", "-u", "-X", "dev", "-m", "otelmw.main_script", "agents/my_agent.py", "x"]),
+    (["/usr/bin/python3.11", "my_agent.py"],
+     ["/usr/bin/python3.11", "-m", "otelmw.main_script", "my_agent.py"]),
+    (["python", "other.py"], None),  # no target names it: unchanged
+    (["python", "-c", "import my_agent"], None),
+    (["python", "-m", "my_agent"], None),
+    (["bash", "my_agent.py"], None),  # not a Python interpreter
+])
+def test_only_python_running_a_targeted_script_goes_through_main_script(
+        command: list[str], expected: list[str] | None) -> None:
+    from otelmw.main_script import command_for
+    from otelmw.settings import WrapTarget
+
+    targets = [WrapTarget("my_agent", "call_model", "llm"), WrapTarget("lib", "f", "tool")]
+    assert command_for(command, targets) == (command if expected is None else expected)
