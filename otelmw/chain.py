@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import observe as o
@@ -189,15 +190,15 @@ _NOT_CALLED, _RUNNING, _RETURNED, _RAISED = 0, 1, 2, 3
 
 
 class _Frame:
-    """State of one layer's ``next_call`` (and of the base call: ``_Frame`` too)."""
+    """State of one layer's ``next_call`` (and of the base call). Made per layer
+    per call without an ``__init__``: ``state`` is set by whoever makes one;
+    ``result``/``error``/``pending`` only with the state that says they are."""
 
     __slots__ = ("error", "pending", "result", "state")
-
-    def __init__(self) -> None:
-        self.state = _NOT_CALLED
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.pending: Any = None  # async: the coroutine next_call handed out
+    state: int
+    result: Any
+    error: BaseException | None
+    pending: Any  # async: the coroutine next_call handed out
 
 
 def _reused(layer: Layer) -> NextCallReusedError:
@@ -274,49 +275,43 @@ def _out_of_stack(layers: tuple[Layer, ...], base: _Frame, exc: RecursionError,
     return True
 
 
-class _Chain:
-    """One call's execution chain, read by every layer's ``next_call``. Plain
-    data with no reference to those closures (module-level ``_link``), so a call
-    leaves no reference cycle behind: its kwargs and payloads are freed at once."""
+def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                  base_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                  obs: PipelineObserver | None, failures: FailureLog) -> Any:
+    """Run ``terminal(payload)`` inside the nested execution chain."""
+    n = len(layers)
+    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
+    # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
+    # at call time, so inner layers rebinding these keys is harmless.
+    kw = base_kw
+    base = _Frame()  # the base call's state, for the out-of-stack fallback
+    base.state = _NOT_CALLED
 
-    __slots__ = ("base", "call", "failures", "key", "kw", "layers", "limit", "obs",
-                 "terminal")
-
-    def __init__(self, layers: tuple[Layer, ...], call: CallInfo, key: str,
-                 kw: dict[str, Any], terminal: Callable[[Any], Any],
-                 obs: PipelineObserver | None, failures: FailureLog) -> None:
-        self.layers, self.call, self.key, self.kw = layers, call, key, kw
-        self.terminal, self.obs, self.failures = terminal, obs, failures
-        self.limit = _layers_that_fit(layers, failures)
-        self.base = _Frame()  # the base call's state, for the out-of-stack fallback
-
-
-def _link(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
-    """The ``next_call`` handed to layer ``i`` (input ``p``): it runs the layers
-    below it itself, skipped ones in a loop — two frames per layer. Its state is
-    the returned ``_Frame``, which the enclosing loop reads."""
-    frame = _Frame()
-
-    def next_call(next_payload: Any = None) -> Any:
-        if frame.state != _NOT_CALLED:
-            raise _reused(ch.layers[i])
-        frame.state = _RUNNING
-        layers, limit, kw, key, call, obs, failures = (
-            ch.layers, ch.limit, ch.kw, ch.key, ch.call, ch.obs, ch.failures)
+    # ``run(i, p, frame)`` runs the layers below layer ``i`` (skipped ones in a
+    # loop) on input ``p``; layer ``i``'s ``next_call`` is ``partial(run, ...)``
+    # with its ``frame``, so each layer costs two Python frames (its callback and
+    # ``run``; a partial is C). ``run`` gets itself as ``lk`` instead of through
+    # its own closure cell: a self-referencing closure would make every call's
+    # kwargs, payloads and closures cyclic garbage.
+    def run(lk: Any, i: int, p: Any, frame: _Frame | None, next_payload: Any = None) -> Any:
+        if frame is not None:  # None: the chain's entry
+            if frame.state != _NOT_CALLED:
+                raise _reused(layers[i])
+            frame.state = _RUNNING
         q = p if next_payload is None else next_payload
         j = i + 1
         try:
             while True:
                 if j >= limit:
-                    base = ch.base
                     base.state = _RUNNING
-                    r = ch.terminal(q)
+                    r = terminal(q)
                     base.state, base.result = _RETURNED, r
                     break
                 layer = layers[j]
-                nxt, inner = _link(ch, j, q)
+                inner = _Frame()
+                inner.state = _NOT_CALLED
                 kw[key] = q
-                kw["next_call"] = nxt
+                kw["next_call"] = partial(lk, lk, j, q, inner)
                 token = obs.wrapper_started(call, layer, j) if obs is not None else None
                 try:
                     ret = layer.callback(**kw)
@@ -330,7 +325,7 @@ def _link(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
                     if obs is not None:
                         obs.wrapper_finished(call, token, outcome, exc)
                     if outcome == o.ERROR and not (isinstance(exc, NextCallReusedError)
-                                                   and inner.error is not None):
+                                                   and inner.state == _RAISED):
                         raise
                 else:
                     if obs is not None:
@@ -347,65 +342,65 @@ def _link(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
                     break
                 j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
         except BaseException as e:
-            frame.state, frame.error = _RAISED, e
+            if frame is not None:
+                frame.state, frame.error = _RAISED, e
             raise
-        frame.state, frame.result = _RETURNED, r
+        if frame is not None:
+            frame.state, frame.result = _RETURNED, r
         return r
 
-    return next_call, frame
-
-
-def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                  base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                  obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """Run ``terminal(payload)`` inside the nested execution chain."""
-    # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
-    # at call time, so inner layers rebinding these keys is harmless.
-    ch = _Chain(layers, call, key, base_kw, terminal, obs, failures)
     try:
-        return _link(ch, -1, payload)[0]()
+        return run(run, -1, payload, None)
     except RecursionError as exc:
-        if not _out_of_stack(layers, ch.base, exc, failures):
+        if not _out_of_stack(layers, base, exc, failures):
             raise
         # Unwound: room again for the one base call (or its result, kept).
-        return ch.base.result if ch.base.state == _RETURNED else terminal(payload)
+        return base.result if base.state == _RETURNED else terminal(payload)
     finally:
         # The last ``next_call`` set here is the only way back from ``kw`` to
         # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
         # middleware kept still works (it holds what it needs).
-        base_kw.pop("next_call", None)
+        kw.pop("next_call", None)
 
 
-def _alink(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
-    """Async ``_link``: ``next_call`` hands out ``run_next(...)``, which runs the
-    layers below in a loop (two coroutine frames per layer)."""
-    frame = _Frame()
+async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                         base_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                         obs: PipelineObserver | None, failures: FailureLog) -> Any:
+    """Async twin: callbacks may be sync or ``async def``; ``next_call`` returns an
+    awaitable (a sync callback may simply return it)."""
+    n = len(layers)
+    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
+    kw = base_kw  # shared, as in run_execution
+    base = _Frame()
+    base.state = _NOT_CALLED
 
-    async def run_next(q: Any) -> Any:
-        layers, limit, kw, key, call, obs, failures = (
-            ch.layers, ch.limit, ch.kw, ch.key, ch.call, ch.obs, ch.failures)
+    # As in run_execution: ``arun`` runs the layers below layer ``i`` in a loop;
+    # layer i's ``next_call`` (``partial(hand_out, ...)``) hands out ``arun(...)``
+    # as the awaitable, so each layer costs two coroutine frames.
+    async def arun(lk: Any, i: int, q: Any, frame: _Frame | None) -> Any:
         j = i + 1
         try:
             while True:
                 if j >= limit:
-                    base = ch.base
                     base.state = _RUNNING
-                    r = ch.terminal(q)
+                    r = terminal(q)
                     if inspect.isawaitable(r):
                         r = await r
                     base.state, base.result = _RETURNED, r
                     break
                 layer = layers[j]
-                nxt, inner = _alink(ch, j, q)
+                inner = _Frame()
+                inner.state = _NOT_CALLED
                 kw[key] = q
-                kw["next_call"] = nxt
+                kw["next_call"] = partial(hand_out, lk, j, q, inner)
                 failed: BaseException | None = None
                 token = obs.wrapper_started(call, layer, j) if obs is not None else None
                 try:
                     result = layer.callback(**kw)
                     if inspect.isawaitable(result):
                         result = await result
-                    if result is not None and result is inner.pending:
+                    if (result is not None and inner.state != _NOT_CALLED
+                            and result is inner.pending):
                         result = await result  # `return next_call(...)` from an async def
                 except BaseException as exc:
                     if inner.state == _RUNNING and inspect.getcoroutinestate(
@@ -417,7 +412,7 @@ def _alink(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
                         obs.wrapper_finished(call, token, outcome, exc)
                     if outcome == o.ERROR:
                         if not (isinstance(exc, NextCallReusedError)
-                                and inner.error is not None):
+                                and inner.state == _RAISED):
                             raise
                         failed = inner.error  # re-raised below, outside this handler
                 else:
@@ -440,35 +435,29 @@ def _alink(ch: _Chain, i: int, p: Any) -> tuple[Callable[..., Any], _Frame]:
                 r = result
                 break
         except BaseException as e:
-            frame.state, frame.error = _RAISED, e
+            if frame is not None:
+                frame.state, frame.error = _RAISED, e
             raise
-        frame.state, frame.result = _RETURNED, r
+        if frame is not None:
+            frame.state, frame.result = _RETURNED, r
         return r
 
-    def next_call(next_payload: Any = None) -> Any:
+    def hand_out(lk: Any, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
+        """Layer i's ``next_call``: single use, returns the awaitable."""
         if frame.state != _NOT_CALLED:
-            raise _reused(ch.layers[i])
+            raise _reused(layers[i])
         frame.state = _RUNNING
-        frame.pending = run_next(p if next_payload is None else next_payload)
+        frame.pending = lk(lk, i, p if next_payload is None else next_payload, frame)
         return frame.pending
 
-    return next_call, frame
-
-
-async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                         base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                         obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """Async twin: callbacks may be sync or ``async def``; ``next_call`` returns an
-    awaitable (a sync callback may simply return it)."""
-    ch = _Chain(layers, call, key, base_kw, terminal, obs, failures)
     try:
-        return await _alink(ch, -1, payload)[0]()
+        return await arun(arun, -1, payload, None)
     except RecursionError as exc:
-        if not _out_of_stack(layers, ch.base, exc, failures):
+        if not _out_of_stack(layers, base, exc, failures):
             raise
-        if ch.base.state == _RETURNED:
-            return ch.base.result
+        if base.state == _RETURNED:
+            return base.result
         r = terminal(payload)
         return (await r) if inspect.isawaitable(r) else r
     finally:
-        base_kw.pop("next_call", None)  # as in run_execution: nothing left cyclic
+        kw.pop("next_call", None)  # as in run_execution: nothing left cyclic
