@@ -329,8 +329,10 @@ def test_memory_flat_and_drops_counted_with_small_queues(tmp_path: Path,
                     OTEL_BLRP_MAX_QUEUE_SIZE="256", OTEL_BLRP_MAX_EXPORT_BATCH_SIZE="64",
                     **FAULT_ENV)
     turns = 3000
+    started = time.monotonic()
     run = run_agent(tmp_path, env, [{"name": "warmup", "turns": 100},
                                     {"name": "mem", "turns": turns, "mem": True}])
+    minutes = int((time.monotonic() - started) // 60)
     mem = run.phase("mem")["mem"]
     first, last = mem[0], mem[-1]
     growth_kib = last["traced_kib"] - first["traced_kib"]
@@ -353,8 +355,10 @@ def test_memory_flat_and_drops_counted_with_small_queues(tmp_path: Path,
     assert span_drops >= spans - 256 - 4 * 64, (spans, run.summary["drops"])
     assert log_drops >= logs - 256 - 4 * 64, (logs, run.summary["drops"])
     assert run.exit_s <= 3 + 2.0
+    # At most one summary per minute of running (a loaded machine stretches the run past
+    # a minute) plus the total at exit: a couple of lines, never one per span.
     lines = run.drop_lines()
-    assert 1 <= len(lines) <= 2, lines
+    assert 1 <= len(lines) <= 2 + minutes, lines
     assert any("in total" in x and "queue_full" in x for x in lines), lines
 
 
