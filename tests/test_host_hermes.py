@@ -463,10 +463,12 @@ def test_hermes_hook_points_are_records_without_any_registered_hook(judged: Run)
     assert {"pre_api_request", "post_api_request", "pre_tool_call", "post_tool_call",
             "transform_tool_result", "pre_llm_call", "post_llm_call",
             "on_session_start"} <= names, names
-    chats = {s.span_id: s for s in judged.named("chat scripted-model")}
+    chats = {s.span_id: s for s in judged.named("chat routed-model")}
     api = judged.hook_logs("pre_api_request") + judged.hook_logs("post_api_request")
     assert len(api) == 2 * len(chats) == 4
     assert all(x.span_id in chats for x in api)  # each correlated to its chat span
+    # ... and naming the model the plugin's rewrite routed the request to
+    assert {x.attributes["gen_ai.request.model"] for x in api} == {"routed-model"}
     (tool,) = judged.named("execute_tool ")
     assert [x.span_id for x in judged.hook_logs("post_tool_call")] == [tool.span_id]
     for rec in judged.logs:
@@ -476,7 +478,7 @@ def test_hermes_hook_points_are_records_without_any_registered_hook(judged: Run)
 
 def test_judge_model_call_inside_a_hermes_wrapper_is_its_own_chat_span(judged: Run) -> None:
     posts = {p.response_id: p for p in judged.posts}
-    main = judged.named("chat scripted-model")
+    main = judged.named("chat routed-model")
     judges = judged.named("chat judge-model")
     assert len(main) == len(judges) == 2 and len(judged.posts) == 4
     for chat, judge in zip(main, judges, strict=True):
@@ -484,12 +486,15 @@ def test_judge_model_call_inside_a_hermes_wrapper_is_its_own_chat_span(judged: R
                       if c.name == "llm_execution judge.ask_judge"]
         assert judge.parent_span_id == wrapper.span_id
         own = posts[chat.attributes["gen_ai.response.id"]]
-        assert own.body["model"] == "scripted-model"  # not the judge's response
+        assert own.body["model"] == "routed-model"  # not the judge's response
+        # the span describes the request sent (Hermes' own llm_request rewrite)
+        assert chat.attributes["gen_ai.request.model"] == "routed-model"
+        assert chat.attributes["otelmw.request.original_model"] == "scripted-model"
         assert chat.attributes["gen_ai.usage.input_tokens"] == own.usage["input_tokens"]
         assert posts[judge.attributes["gen_ai.response.id"]].body["model"] == "judge-model"
     points = judged.metrics["gen_ai.client.operation.duration"].data_points
     by_model = {p.attributes["gen_ai.request.model"]: p.value["count"] for p in points}
-    assert by_model == {"scripted-model": 2, "judge-model": 2}
+    assert by_model == {"routed-model": 2, "judge-model": 2}
 
 
 def test_instrumentor_contract() -> None:

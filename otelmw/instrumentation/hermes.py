@@ -86,11 +86,11 @@ class _Open(NamedTuple):  # a call opened ahead of its execution, and its span c
     call: c.CallInfo
     ctx: Any
 
-class _TurnState:  # per turn: opened calls ("llm", "tool:<id>"), contexts of ended calls
+class _TurnState:  # per turn: opened calls ("llm", "tool:<id>"), ended calls ("llm:<rid>", …)
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.open: dict[str, _Open] = {}
-        self.done: dict[str, Any] = {}
+        self.done: dict[str, _Open] = {}
 
     def get(self, key: str, rid: Any = None, pop: bool = False) -> _Open | None:
         with self.lock:
@@ -287,8 +287,10 @@ def _apply_request(kind: str) -> Wrapper:
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         state, tcid = _state.get(), _s(kwargs.get("tool_call_id"))
-        if state is None or get_pipeline().observer is None or not (llm or tcid):
+        obs = get_pipeline().observer
+        if state is None or obs is None or not (llm or tcid):
             return wrapped(*args, **kwargs)
+        call = None
         try:
             vals, _ = _bind(args, kwargs, ("request",) if llm else ("tool_name", "args"))
             key = "llm" if llm else f"tool:{tcid}"
@@ -302,7 +304,12 @@ def _apply_request(kind: str) -> Wrapper:
                 state.open[key] = opened
         except Exception as exc:
             _fail(f"apply_{kind}_middleware", exc)
-        return wrapped(*args, **kwargs)
+        result = wrapped(*args, **kwargs)
+        # Hermes' RequestMiddlewareResult: the span (and the pre_api_request record
+        # Hermes fires next) describe the rewritten request from here on.
+        if llm and call is not None and getattr(result, "changed", False) is True:
+            obs.request_rewritten(call, getattr(result, "payload", None))
+        return result
 
     return wrapper
 
@@ -348,7 +355,7 @@ def _run_call(kind: str, wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     finally:
         safe_detach(token)
         if state is not None and span_ctx is not None:
-            state.done[f"llm:{rid}" if llm else key] = span_ctx  # for hooks fired later
+            state.done[f"llm:{rid}" if llm else key] = _Open(call, span_ctx)  # for later hooks
     err = _classify(raw[-1]) if raw else None  # run_tool made it "Tool Error: …"; Hermes' own
     return raw[-1] if err is not None and result == f"{TOOL_ERROR_PREFIX}{err}" else result
 
@@ -370,14 +377,13 @@ def _target(name: str, kw: dict[str, Any]) -> tuple[c.CallInfo, Any]:
     state, rc = _state.get(), c.current_runtime_context()
     if name in _LLM_HOOKS or name == c.LLM_REQUEST:
         rid = _s(kw.get("api_request_id"))
-        p = state.get("llm", rid) if state is not None else None
-        return p if p is not None else (
-            _llm_call(kw.get("request"), kw), state.done.get(f"llm:{rid}") if state else None)
+        p = state.get("llm", rid) or state.done.get(f"llm:{rid}") if state is not None else None
+        return p if p is not None else (_llm_call(kw.get("request"), kw), None)
     if name in _TOOL_HOOKS or name == c.TOOL_REQUEST:
         tcid = _s(kw.get("tool_call_id"))
-        p = state.get(f"tool:{tcid}") if state is not None and tcid else None
-        return p if p is not None else (
-            _tool_call(kw.get("tool_name"), kw), state.done.get(f"tool:{tcid}") if state else None)
+        p = state.get(f"tool:{tcid}") or state.done.get(f"tool:{tcid}") if (
+            state is not None and tcid) else None
+        return p if p is not None else (_tool_call(kw.get("tool_name"), kw), None)
     return c.CallInfo("invoke_agent", rc.session_id or _s(kw.get("session_id")),
                       _s(kw.get("task_id")) or rc.task_id, rc.turn_id, runtime_id=rc.runtime_id,
                       agent_name=rc.agent_name), None

@@ -1,12 +1,18 @@
-"""A Hermes user plugin for otelmw's Hermes tests: one ``llm_execution`` wrapper that
-asks a judge model (through the OpenAI SDK, at Hermes' own base URL) before passing
-the request on. It registers no hook and never imports otelmw."""
+"""A Hermes user plugin for otelmw's Hermes tests: an ``llm_request`` rewrite that routes
+every request to another model, and an ``llm_execution`` wrapper that asks a judge model
+(through the OpenAI SDK, at Hermes' own base URL) before passing the request on. It
+registers no hook and never imports otelmw."""
 
 from __future__ import annotations
 
 from typing import Any
 
 JUDGE_MODEL = "judge-model"
+ROUTED_MODEL = "routed-model"
+
+
+def route_model(**kw: Any) -> Any:  # llm_request: a model router
+    return {"request": {**kw["request"], "model": ROUTED_MODEL}, "reason": "routing"}
 
 
 def ask_judge(**kw: Any) -> Any:  # llm_execution: a guardrail model call, then next_call
@@ -19,4 +25,5 @@ def ask_judge(**kw: Any) -> Any:  # llm_execution: a guardrail model call, then 
 
 
 def register(ctx: Any) -> None:
+    ctx.register_middleware("llm_request", route_model)
     ctx.register_middleware("llm_execution", ask_judge)
