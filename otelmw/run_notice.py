@@ -3,7 +3,8 @@
 At start: the instrumentors installed and the ones skipped, with why (a host not
 installed, or installed outside its supported range), and where telemetry goes. At
 exit: the spans, traces and log records written, where to, how many items were
-dropped, and any ``OTELMW_WRAP`` target still unwrapped.
+dropped and how many spooled for ``otelmw replay``, and any ``OTELMW_WRAP`` target
+still unwrapped.
 
 On a terminal they are written to stderr; otherwise (a service, a pipe, a test) they
 go to the ``otelmw`` logger at INFO, where the program's own logging can pick them up.
@@ -71,6 +72,9 @@ def exit_line(telemetry: Telemetry, unwrapped: dict[WrapTarget, str], *,
         written = (f"{spans} and {logs} to {to_spans}" if to_spans == to_logs
                    else f"{spans} to {to_spans}, {logs} to {to_logs}")
         line = f"otelmw: wrote {written}; {totals.dropped} dropped"
+        if totals.spooled:
+            line += (f"; {totals.spooled} spooled in {totals.spool_dir} "
+                     "(`otelmw replay` sends them)")
         if not flushed:
             line += (f" (flush abandoned after {telemetry.shutdown_timeout_s:g}s: items "
                      "still queued are lost too; OTELMW_SHUTDOWN_TIMEOUT)")

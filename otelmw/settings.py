@@ -390,6 +390,12 @@ DIGEST_KEY = register(Setting(
     "OTELMW_DIGEST_KEY", secret_key, "",
     "HMAC key of digests (≥ 16 characters; default: generated once in "
     "`$OTELMW_HOME/digest.key`)", secret=True))
+EXPORT_MAX_BYTES = _int_setting("OTELMW_EXPORT_MAX_BYTES", 3 * 1024 * 1024,
+                                "upper bound of one export request (bytes)",
+                                minimum=64 * 1024)
+SPOOL_MAX_BYTES = _int_setting("OTELMW_SPOOL_MAX_BYTES", 64 * 1024 * 1024,
+                               "spool size for undeliverable telemetry (bytes; 0: off)",
+                               minimum=0)
 SHUTDOWN_TIMEOUT = register(Setting("OTELMW_SHUTDOWN_TIMEOUT", number(0.0), 5.0,
                                     "seconds allowed for the flush at exit"))
 HOOK_EVENTS = _choice_setting("OTELMW_HOOK_EVENTS", HOOK_EVENT_MODES, "registered",

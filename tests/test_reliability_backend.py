@@ -38,7 +38,7 @@ AGENT = textwrap.dedent(r"""
 
     from otelmw import Pipeline
     from otelmw.plugins import PluginManager
-    from otelmw.telemetry import health
+    from otelmw.telemetry import health, spool
     from otelmw.telemetry.setup import configure
 
     pipe = Pipeline()
@@ -140,6 +140,8 @@ AGENT = textwrap.dedent(r"""
     out["turns"] = i
     out["failures"] = pipe.failures.total()
     out["drops"] = {f"{s}/{r}": n for (s, r), n in health.drop_counts().items()}
+    totals = spool.spooled()  # failed exports are kept there, not dropped
+    out["spooled"] = {"span": totals.spans, "log": totals.log_records}
     out["t_end"] = time.monotonic()
     print(json.dumps(out), flush=True)
     # exit: configure()'s atexit hook flushes, bounded by OTELMW_SHUTDOWN_TIMEOUT
@@ -160,6 +162,11 @@ class Run:
 
     def drops(self, key: str) -> int:
         return int(self.summary["drops"].get(key, 0))
+
+    def spooled(self, signal: str) -> int:
+        """Items of ``signal`` (``span``/``log``) whose export failed, kept in the spool
+        (counted when the child reported, i.e. before the exit flush)."""
+        return int(self.summary["spooled"][signal])
 
     def drop_lines(self) -> list[str]:
         return [x for x in self.stderr.splitlines()
@@ -340,8 +347,10 @@ def test_memory_flat_and_drops_counted_with_small_queues(tmp_path: Path,
     produced = (turns - first["turns"]) * SPANS_PER_TURN
     spans = run.summary["turns"] * SPANS_PER_TURN
     logs = run.summary["turns"] * LOGS_PER_TURN
-    span_drops = run.drops("span/queue_full") + run.drops("span/export_failed")
-    log_drops = run.drops("log/queue_full") + run.drops("log/export_failed")
+    span_drops = (run.drops("span/queue_full") + run.drops("span/export_failed")
+                  + run.spooled("span"))
+    log_drops = (run.drops("log/queue_full") + run.drops("log/export_failed")
+                 + run.spooled("log"))
     report("memory:blackhole:queue256", spans_after_baseline=produced, traced_growth_kib=growth_kib,
            rss_growth_kib=rss_growth_kib, mem=mem, drops=run.summary["drops"],
            drop_lines=len(run.drop_lines()), exit_s=run.exit_s)
@@ -351,7 +360,8 @@ def test_memory_flat_and_drops_counted_with_small_queues(tmp_path: Path,
     assert growth_kib < 2048, mem
     assert rss_growth_kib < 16 * 1024, mem
     # Every span that could not be queued is counted (not one per 20 s, as the SDK's
-    # own DuplicateFilter would let through): produced = counted + queue + in flight.
+    # own DuplicateFilter would let through), every failed one spooled:
+    # produced = counted + spooled + queue + in flight.
     assert span_drops >= spans - 256 - 4 * 64, (spans, run.summary["drops"])
     assert log_drops >= logs - 256 - 4 * 64, (logs, run.summary["drops"])
     assert run.exit_s <= 3 + 2.0
@@ -422,9 +432,11 @@ def test_spans_after_backend_returns_are_delivered(tmp_path: Path) -> None:
                     **FAULT_ENV)
     try:
         run = run_agent(tmp_path, env, phases, on_sync, timeout=200)
-        # The drop counter reached the backend once it was back.
-        dropped = rx.wait_for_metric("otelmw.telemetry.dropped", timeout=10)
-        values = [dp.value for m in dropped for dp in m.data_points]
+        # The loss counters (dropped, spooled) reached the backend once it was back.
+        rx.wait_for(lambda: bool(rx.metrics("otelmw.telemetry.dropped")
+                                 or rx.metrics("otelmw.telemetry.spooled")), timeout=10)
+        values = [dp.value for name in ("otelmw.telemetry.dropped", "otelmw.telemetry.spooled")
+                  for m in rx.metrics(name) for dp in m.data_points]
     finally:
         rx.stop()
     report("recovery", timeline=timeline, drops=run.summary["drops"],
@@ -433,7 +445,7 @@ def test_spans_after_backend_returns_are_delivered(tmp_path: Path) -> None:
     for agent in ("up-1", "up-2", "up-3", "up-4"):
         assert _turn_trees_complete(rx.spans(), agent, up_turns), agent
     assert max(values) > 0, values
-    assert sum(run.summary["drops"].values()) > 0
+    assert sum(run.summary["drops"].values()) + sum(run.summary["spooled"].values()) > 0
     for name, ph in run.summary["phases"].items():
         assert ph["wall_max_ms"] <= 1000, (name, ph)
     assert run.summary["failures"] == 0

@@ -175,16 +175,24 @@ def test_exit_line_names_the_otlp_endpoint_and_what_the_receiver_got(app: Path) 
     assert int(match[5]) == 0
 
 
-def test_exit_line_counts_what_a_dead_endpoint_lost(app: Path) -> None:
+@pytest.mark.parametrize("spool", ["on", "off"])
+def test_exit_line_counts_what_a_dead_endpoint_lost(app: Path, spool: str) -> None:
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     env = clean_env(app, OTELMW_WRAP=WRAP, OTEL_EXPORTER_OTLP_ENDPOINT=dead,
                     OTEL_LOGS_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
-                    OTELMW_SHUTDOWN_TIMEOUT="1")
+                    OTELMW_SHUTDOWN_TIMEOUT="1", OTELMW_DATA_DIR=str(app / "store"),
+                    **({"OTELMW_SPOOL_MAX_BYTES": "0"} if spool == "off" else {}))
     result = run([sys.executable, "my_agent.py"], env, app)
     assert result.returncode == 0, result.stderr
     (end,) = result.lines("otelmw: wrote ")
-    assert end.startswith(f"otelmw: wrote 0 spans (0 traces) to OTLP/grpc {dead}, "
-                          "0 log records to nowhere (exporter none); 3 dropped"), end
+    head = (f"otelmw: wrote 0 spans (0 traces) to OTLP/grpc {dead}, "
+            "0 log records to nowhere (exporter none); ")
+    if spool == "off":
+        assert end.startswith(head + "3 dropped"), end
+        assert "spooled" not in end
+    else:  # kept for `otelmw replay`, not lost
+        assert end.startswith(head + f"0 dropped; 3 spooled in {app / 'store' / 'spool'} "
+                              "(`otelmw replay` sends them)"), end
 
 
 def test_quiet_silences_both_lines(app: Path) -> None:

@@ -3,8 +3,10 @@
 * The SDK's batch processors log ``Queue full, dropping span.`` once per dropped
   item; ``QueueFullFilter`` turns that into a count plus one summary WARNING per
   minute.
-* ``CountingSpanExporter`` / ``CountingLogExporter`` count items whose export
-  failed (backend refused, unreachable, timed out). Before exporting they bound
+* ``CountingSpanExporter`` / ``CountingLogExporter`` (the export guard) keep each
+  request under the byte bound (``export_bound``) and hand what an OTLP exporter
+  could not deliver (backend refused, unreachable, timed out) to the spool
+  (``spool``); only what cannot be spooled is counted as dropped. Before exporting they bound
   every string of an item — span name, status description, event names, attribute
   values (and sequence items), log event name and body — to ``MAX_TEXT`` characters
   (4096, or ``OTELMW_CONTENT_MAX_LENGTH`` when larger) and replace text that cannot
@@ -26,10 +28,13 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from . import export_bound, spool
 
 logger = logging.getLogger("otelmw")
 
@@ -215,6 +220,8 @@ class ExportTotals(NamedTuple):
     log_records: int
     dropped: int  # not delivered: every signal and reason (``drop_counts()``), and
     # the items of an export still under way (abandoned when the process exits now)
+    spooled: int = 0  # not delivered but kept in the spool for ``otelmw replay``
+    spool_dir: Path | None = None
 
 
 _exporters: weakref.WeakSet[_Counting] = weakref.WeakSet()
@@ -229,72 +236,135 @@ def export_totals() -> ExportTotals:
         best[exporter.signal] = max(best.get(exporter.signal, (0, 0)), mine)
     spans, traces = best.get("span", (0, 0))
     in_flight = sum(e.in_flight for e in list(_exporters))
+    kept = spool.spooled()
     return ExportTotals(spans, traces, best.get("log", (0, 0))[0],
-                        sum(drop_counts().values()) + in_flight)
+                        sum(drop_counts().values()) + in_flight, kept.total, kept.directory)
 
 
 class _Counting:
-    signal = "item"
+    """The export guard around one exporter: cleans each batch, cuts it into
+    requests under the byte bound (``export_bound``), exports them in order and
+    hands what was not delivered to the spool (``spool_as``: ``traces``/``logs``,
+    or None for exporters whose failures are only counted). After the first
+    failed request the rest of the batch is spooled without being tried: one
+    outage costs one exporter timeout per batch, not one per request."""
 
-    def __init__(self, inner: Any) -> None:
+    signal = "item"
+    spool_as: str | None = None
+    success: Any = None
+    failure: Any = None
+
+    def __init__(self, inner: Any, spool_as: str | None, clean: Callable[[Any], Any],
+                 size_of: Callable[[Any], int],
+                 shrink: Callable[[Any], Any] | None = None) -> None:
         self.inner = inner
         self.written = 0  # items delivered (one batch worker thread per exporter)
         self.roots = 0
         self.in_flight = 0  # items of the export under way
         _exporters.add(self)
+        self.spool_as = spool_as
+        self._clean, self._size, self._shrink = clean, size_of, shrink
+        self._offline = False  # given up (shutdown budget nearly spent): spool directly
+        self._inner_closed = False
+        self._inflight: dict[int, list[Any]] = {}  # requests inside inner.export
+        if spool_as is not None:
+            _spooling.append(self)
 
-    def _count(self, batch: Sequence[Any], result: Any, success: Any) -> Any:
-        if result is not success:
-            record_drop(self.signal, "export_failed", len(batch))
-        else:
-            self.written += len(batch)
-        return result
+    def export(self, batch: Sequence[Any]) -> Any:
+        try:
+            parts = export_bound.split(_cleaned(batch, self._clean), self._size, self._shrink)
+        except Exception:  # never let the guard itself lose a batch
+            parts = export_bound.Split([list(batch)], [])
+        if parts.too_large:
+            record_drop(self.signal, "too_large", len(parts.too_large))
+        requests = parts.requests
+        for i, request in enumerate(requests):
+            if self._offline:
+                self._undelivered(requests[i:])
+                return self.failure
+            key = id(request)
+            self._inflight[key] = request
+            self.in_flight = sum(len(r) for r in requests[i:])  # the rest of the batch
+            try:
+                result = self.inner.export(request)
+            except Exception:
+                result = self.failure
+            mine = self._inflight.pop(key, None) is not None  # else give_up() spooled it
+            self.in_flight = 0
+            if result is self.success:
+                self._delivered(request)
+            else:
+                self._undelivered(requests[i if mine else i + 1:])
+                return self.failure
+        return self.failure if parts.too_large else self.success
+
+    def _delivered(self, request: list[Any]) -> None:
+        self.written += len(request)
+        if self.signal == "span":
+            self.roots += sum(1 for x in request if x.parent is None or x.parent.is_remote)
+
+    def _undelivered(self, requests: Sequence[list[Any]]) -> None:
+        for request in requests:
+            reason = spool.keep(self.spool_as, request)
+            if reason is not None:
+                record_drop(self.signal, reason, len(request))
+
+    def give_up(self) -> None:
+        """Stop trying the backend: spool the requests in flight and everything
+        exported from now on, and interrupt the exporter's retries."""
+        self._offline = True
+        for key in list(self._inflight):
+            request = self._inflight.pop(key, None)
+            if request is not None:
+                self._undelivered([request])
+        self.in_flight = 0  # spooled, not lost
+        self._close_inner()
+
+    def _close_inner(self, *args: Any, **kwargs: Any) -> Any:
+        if self._inner_closed:
+            return None
+        self._inner_closed = True
+        return self.inner.shutdown(*args, **kwargs)
 
     def shutdown(self, *args: Any, **kwargs: Any) -> Any:
-        return self.inner.shutdown(*args, **kwargs)
+        return self._close_inner(*args, **kwargs)
 
     def force_flush(self, *args: Any, **kwargs: Any) -> Any:
         return self.inner.force_flush(*args, **kwargs)
 
 
-def counting_span_exporter(inner: Any) -> Any:
+_spooling: list[_Counting] = []  # guards whose failures go to the spool
+
+
+def give_up_exports() -> None:
+    """Shutdown budget nearly spent: every spooling guard stops waiting for its
+    backend and keeps what is still undelivered in the spool."""
+    for guard in list(_spooling):
+        try:
+            guard.give_up()
+        except Exception:
+            logger.debug("otelmw: giving up an export failed", exc_info=True)
+
+
+def counting_span_exporter(inner: Any, spool_as: str | None = None) -> Any:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class CountingSpanExporter(_Counting, SpanExporter):  # type: ignore[misc]
         signal = "span"
+        success, failure = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
-        def export(self, spans: Sequence[Any]) -> Any:
-            self.in_flight = len(spans)
-            try:
-                result = self.inner.export(_cleaned(spans, _clean_span))
-            except Exception:
-                result = SpanExportResult.FAILURE
-            finally:
-                self.in_flight = 0
-            if result is SpanExportResult.SUCCESS:
-                self.roots += sum(1 for s in spans if s.parent is None or s.parent.is_remote)
-            return self._count(spans, result, SpanExportResult.SUCCESS)
-
-    return CountingSpanExporter(inner)
+    return CountingSpanExporter(inner, spool_as, _clean_span, export_bound.span_size,
+                                export_bound.shrink_span)
 
 
-def counting_log_exporter(inner: Any) -> Any:
+def counting_log_exporter(inner: Any, spool_as: str | None = None) -> Any:
     from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
     class CountingLogExporter(_Counting, LogRecordExporter):  # type: ignore[misc]
         signal = "log"
+        success, failure = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
-        def export(self, batch: Sequence[Any]) -> Any:
-            self.in_flight = len(batch)
-            try:
-                result = self.inner.export(_cleaned(batch, _clean_log))
-            except Exception:
-                result = LogRecordExportResult.FAILURE
-            finally:
-                self.in_flight = 0
-            return self._count(batch, result, LogRecordExportResult.SUCCESS)
-
-    return CountingLogExporter(inner)
+    return CountingLogExporter(inner, spool_as, _clean_log, export_bound.log_size)
 
 
 def register_drop_metric(meter: Meter) -> None:

@@ -1,4 +1,11 @@
-"""Send the embedded store's OTLP-JSON to an OTLP endpoint (``otelmw replay``)."""
+"""Send the embedded store's OTLP-JSON to an OTLP endpoint (``otelmw replay``).
+
+The store's requests are sent and kept; then the spool's (``<store>/spool``: what
+a program could not deliver itself), each spool file removed once all of its
+requests were taken, so a second replay does not send them again. A file
+interrupted half-way, or still being written by a live program, is sent whole
+next time (at least once, never lost).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,15 @@ from typing import Any
 from google.protobuf.message import Message
 
 from .. import settings as cfg
-from .filestore import SkippedLine, from_otlp_json, read_stored
+from .filestore import (
+    SkippedLine,
+    StoredRequest,
+    _delete_unless_held,
+    data_dir,
+    from_otlp_json,
+    read_stored,
+)
+from .spool import SUBDIR as SPOOL_SUBDIR
 
 SIGNALS = ("traces", "metrics", "logs")
 
@@ -89,25 +104,37 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
     try:
         import json
 
+        def send(signal: str, stored: StoredRequest) -> None:
+            try:
+                msg = from_otlp_json(signal, json.dumps(stored.request))
+            except Exception as exc:  # valid JSON the OTLP schema refuses
+                if skipped is not None:
+                    skipped.append(SkippedLine(stored.path, stored.line,
+                                               f"not OTLP: {exc}"[:200]))
+                return
+            try:
+                if protocol == "grpc":
+                    stubs[signal].Export(msg, timeout=timeout)
+                else:
+                    _send_http(endpoint, signal, msg, timeout)
+            except Exception as exc:
+                target = (_grpc_target(endpoint) if protocol == "grpc"
+                          else _http_url(endpoint, signal))
+                raise ReplayError(signal, protocol, target, exc) from exc
+            sent[signal] += 1
+
+        store = directory if directory is not None else data_dir()
         for signal in signals:
-            for stored in read_stored(signal, directory, skipped):
-                try:
-                    msg = from_otlp_json(signal, json.dumps(stored.request))
-                except Exception as exc:  # valid JSON the OTLP schema refuses
-                    if skipped is not None:
-                        skipped.append(SkippedLine(stored.path, stored.line,
-                                                   f"not OTLP: {exc}"[:200]))
-                    continue
-                try:
-                    if protocol == "grpc":
-                        stubs[signal].Export(msg, timeout=timeout)
-                    else:
-                        _send_http(endpoint, signal, msg, timeout)
-                except Exception as exc:
-                    target = (_grpc_target(endpoint) if protocol == "grpc"
-                              else _http_url(endpoint, signal))
-                    raise ReplayError(signal, protocol, target, exc) from exc
-                sent[signal] += 1
+            for stored in read_stored(signal, store, skipped):
+                send(signal, stored)
+            previous: Path | None = None  # the spool file being sent
+            for stored in read_stored(signal, store / SPOOL_SUBDIR, skipped):
+                if previous is not None and stored.path != previous:
+                    _delete_unless_held(previous)  # all sent; a live writer's file stays
+                send(signal, stored)
+                previous = stored.path
+            if previous is not None:
+                _delete_unless_held(previous)
     finally:
         if channel is not None:
             channel.close()

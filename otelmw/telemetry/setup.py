@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from .. import settings as cfg
 from ..pipeline import Pipeline, get_pipeline
-from . import health, lifecycle
+from . import export_bound, health, lifecycle, spool
 from .content import ContentPolicy
 from .context import instrument_threads
 from .observer import TelemetryObserver
@@ -205,8 +205,13 @@ class Telemetry:
                 logger.debug("otelmw: ending open streams failed", exc_info=True)
             # One deadline for all providers (they shut down in parallel), not one each.
             self.stopping = BoundedRun([p.shutdown for p in owned], t)
-            ok = self.stopping.wait()
+            ok = self.stopping.wait(reserve=t * SPOOL_RESERVE)
+            if not ok:  # a backend still not answering: keep the rest in the spool
+                health.give_up_exports()
+                ok = self.stopping.wait()
+            spool.close()
             health.summarize()  # final drop totals: one line, only if something was lost
+            spool.summarize()
             return ok
 
     def flush_on_signal(self, final: bool) -> None:
@@ -216,6 +221,15 @@ class Telemetry:
             self.shutdown()
         elif self.owned:
             self.force_flush(self.shutdown_timeout_s)
+
+
+SPOOL_RESERVE = 0.3  # share of the shutdown budget kept for spooling what is undelivered
+
+
+def _spool_as(signal: str, exporter: str, choices: dict[str, list[str]]) -> str | None:
+    """Where an exporter's undeliverable items go: the spool for OTLP, unless the
+    signal also goes to the embedded store (which then has them already)."""
+    return signal if exporter == "otlp" and "file" not in choices[signal] else None
 
 
 class BoundedRun:
@@ -244,10 +258,13 @@ class BoundedRun:
         threading.Thread(target=run, name="otelmw-shutdown", daemon=True).start()
         return done
 
-    def wait(self) -> bool:
-        if all(e.wait(max(0.0, self.deadline - time.monotonic())) for e in self.events):
+    def wait(self, reserve: float = 0.0) -> bool:
+        """True when all are done; ``reserve``: return that many seconds before the
+        deadline (quietly), to leave time for a fallback."""
+        end = self.deadline - reserve
+        if all(e.wait(max(0.0, end - time.monotonic())) for e in self.events):
             return True
-        if not self._warned:
+        if not reserve and not self._warned:
             self._warned = True
             logger.warning("otelmw: telemetry flush/shutdown exceeded %.1fs; abandoned",
                            self.timeout_s)
@@ -283,12 +300,15 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             {} if s[cfg.SERVICE_NAME] or "service.name" in s[cfg.RESOURCE_ATTRIBUTES]
             else {"service.name": service_name or "otelmw"})
         owned: list[Any] = []
+        export_bound.MAX_REQUEST_BYTES = s[cfg.EXPORT_MAX_BYTES]
+        spool.configure(s)
         tp = trace.get_tracer_provider()
         if not isinstance(tp, TracerProvider):
             tp = TracerProvider(resource=resource, sampler=_sampler(s), shutdown_on_exit=False)
             for name in choices["traces"]:
                 tp.add_span_processor(BatchSpanProcessor(
-                    health.counting_span_exporter(_exporter("traces", name, s)),
+                    health.counting_span_exporter(_exporter("traces", name, s),
+                                                  _spool_as("traces", name, choices)),
                     **s.batch(cfg.SPAN_BATCH)))
             trace.set_tracer_provider(tp)
             owned.append(tp)
@@ -304,7 +324,8 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["logs"]:
                 lp.add_log_record_processor(BatchLogRecordProcessor(
-                    health.counting_log_exporter(_exporter("logs", name, s)),
+                    health.counting_log_exporter(_exporter("logs", name, s),
+                                                 _spool_as("logs", name, choices)),
                     **s.batch(cfg.LOG_BATCH)))
             _logs.set_logger_provider(lp)
             owned.append(lp)
@@ -314,6 +335,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
                                      middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
         health.install_queue_filter()
         health.register_drop_metric(observer.meter)
+        spool.register_spool_metric(observer.meter)
         pipe.observer = observer
         if propagate_threads if propagate_threads is not None else not s[
                 cfg.NO_THREAD_PROPAGATION]:

@@ -131,7 +131,11 @@ class OtlpReceiver:
         http_error_status: int = 503,
         grpc_error_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
         retry_after: float | None = None,
+        max_receive_bytes: int = 64 * 1024 * 1024,
     ) -> None:
+        """``max_receive_bytes``: the gRPC receive limit (a Collector's default is
+        4 MiB, ``4 * 1024 * 1024``; larger requests are refused whole)."""
+        self.max_receive_bytes = max_receive_bytes
         self.slow_seconds = slow_seconds
         self.http_error_status = http_error_status
         self.grpc_error_code = grpc_error_code
@@ -162,7 +166,7 @@ class OtlpReceiver:
         self._stopped.clear()
         server = grpc.server(
             ThreadPoolExecutor(max_workers=16, thread_name_prefix="otlp-rx-grpc"),
-            options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+            options=[("grpc.max_receive_message_length", self.max_receive_bytes)],
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Servicer(self, "traces"), server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Servicer(self, "logs"), server)
