@@ -198,7 +198,7 @@ def test_the_spool_is_bounded_and_what_does_not_fit_is_counted(tmp_path: Path) -
     store = tmp_path / "store"
     env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
                     OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
-                    OTELMW_DATA_DIR=str(store), OTELMW_SHUTDOWN_TIMEOUT="3",
+                    OTELMW_DATA_DIR=str(store), OTELMW_SHUTDOWN_TIMEOUT="6",
                     OTELMW_SPOOL_MAX_BYTES="65536", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="50")
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
