@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.digest_key import deployment_key
 from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -94,6 +95,7 @@ def child_env(home: Path, tmp: Path, rx: OtlpReceiver, cfg: dict[str, Any]) -> d
                OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_SERVICE_NAME="hermes-host-test",
                OTEL_METRIC_EXPORT_INTERVAL="600000", OTEL_BSP_SCHEDULE_DELAY="100",
                OTEL_BLRP_SCHEDULE_DELAY="100", OTELMW_HOME=str(tmp / "otelmw-home"),
+               OTELMW_DIGEST_KEY=deployment_key().decode(),  # digests comparable here
                OTELMW_DATA_DIR=str(tmp / "otelmw-data"),
                OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
     return env

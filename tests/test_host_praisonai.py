@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.digest_key import deployment_key
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -54,6 +55,7 @@ def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]
                                                                        "OPENAI_"))}
     env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0",
                OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
+               OTELMW_DIGEST_KEY=deployment_key().decode(),  # digests comparable here
                OTEL_SERVICE_NAME="praisonai-host-test", PYTHONUNBUFFERED="1")
     return env
 
