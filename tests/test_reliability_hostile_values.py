@@ -131,10 +131,13 @@ def _assert_counted_once(p: Pipeline, hook: str, caplog: pytest.LogCaptureFixtur
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("returned", sorted(_sync_returns()))
 @pytest.mark.parametrize("hook", LLM_HOOKS + TOOL_HOOKS)
-def test_hostile_hook_return_in_a_sync_call_fails_open(
-        pipe: Pipeline, hook: str, returned: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_hostile_hook_return_fails_open(pipe: Pipeline, hook: str, returned: str, mode: str,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Sync: the awaitable cannot run (closed, counted); async: it is awaited, and
+    what it yields or raises is the hook's, counted once either way."""
     make = _sync_returns()[returned]
 
     def hostile(**kw: Any) -> Any:
@@ -143,7 +146,11 @@ def test_hostile_hook_return_in_a_sync_call_fails_open(
     hostile.__name__ = hostile.__qualname__ = "hostile"
     pipe.registry.add_hook(hook, hostile, "x")
     caplog.set_level(logging.WARNING, "otelmw")
-    _expect(hook, _call(pipe, hook, "sync"))
+    _expect(hook, _call(pipe, hook, mode))
+    if mode == "async" and returned == "close_raises":
+        # A valid awaitable (yields once, returns None): awaited, nothing to count.
+        assert pipe.failures.total() == 0
+        return
     _assert_counted_once(pipe, hook, caplog)
 
 
