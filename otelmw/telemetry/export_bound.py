@@ -25,12 +25,12 @@ MAX_REQUEST_BYTES = 3 * 1024 * 1024  # configure() sets OTELMW_EXPORT_MAX_BYTES
 SHRUNK_TEXT = 256
 
 # Upper bounds of the protobuf framing (tags, length varints, fixed fields).
-_ATTRIBUTE = 16  # KeyValue + AnyValue framing, ids of the key and value lengths
-_NUMBER = 11  # a varint / fixed64 value with its tag
+ATTRIBUTE = 16  # KeyValue + AnyValue framing, ids of the key and value lengths
+NUMBER = 11  # a varint / fixed64 value with its tag
 _ITEM = 8  # one AnyValue inside an ArrayValue / KeyValueList
-_SPAN = 192  # ids, times, kind, flags, status code, dropped counts, message framing
-_EVENT = 40
-_LINK = 72
+SPAN = 192  # ids, times, kind, flags, status code, dropped counts, message framing
+EVENT = 40
+LINK = 72
 _LOG = 128  # times, severity, flags, ids, framing
 _SCOPE = 128  # a new ScopeSpans / ScopeLogs group (+ its name and version)
 _REQUEST = 1024  # request and resource framing, schema URLs
@@ -45,7 +45,7 @@ def value_size(value: Any) -> int:
     if t is str:
         return len(value) if value.isascii() else text_size(value)
     if t is int or t is float or t is bool or value is None:
-        return _NUMBER
+        return NUMBER
     if isinstance(value, bytes | bytearray):
         return len(value) + _ITEM
     if isinstance(value, list | tuple):
@@ -60,12 +60,12 @@ def attrs_size(attrs: Any) -> int:
         return 0
     n = 0
     for k, v in attrs.items():  # inlined fast path: ASCII keys and strings, numbers
-        n += (len(k) if type(k) is str and k.isascii() else value_size(k)) + _ATTRIBUTE
+        n += (len(k) if type(k) is str and k.isascii() else value_size(k)) + ATTRIBUTE
         t = type(v)
         if t is str and v.isascii():
             n += len(v)
         elif t is int or t is float or t is bool:
-            n += _NUMBER
+            n += NUMBER
         else:
             n += value_size(v)
     return n
@@ -77,18 +77,25 @@ def _scope_key(scope: Any) -> tuple[str, str]:
     return (scope.name or "", scope.version or "")
 
 
-def span_size(span: Any) -> int:
+def span_frame_size(span: Any) -> int:
+    """A span's size without its attributes and events: framing, name, status,
+    trace state, links."""
     status = span.status.description
-    n = _SPAN + text_size(span.name or "") + attrs_size(span.attributes)
+    n = SPAN + text_size(span.name or "")
     if status:
         n += text_size(status)
     state = span.context.trace_state if span.context is not None else None
     if state:
         n += len(state.to_header())
-    for e in span.events:
-        n += _EVENT + text_size(e.name or "") + attrs_size(e.attributes)
     for link in span.links:
-        n += _LINK + attrs_size(link.attributes)
+        n += LINK + attrs_size(link.attributes)
+    return n
+
+
+def span_size(span: Any) -> int:
+    n = span_frame_size(span) + attrs_size(span.attributes)
+    for e in span.events:
+        n += EVENT + text_size(e.name or "") + attrs_size(e.attributes)
     return n
 
 
@@ -110,23 +117,25 @@ class Split(NamedTuple):
     too_large: list[Any]
 
 
-def split(batch: Sequence[Any], size_of: Callable[[Any], int],
+def split(sized: Sequence[tuple[Any, int]], size_of: Callable[[Any], int],
           shrink: Callable[[Any], Any] | None, limit: int | None = None) -> Split:
-    """``batch`` in order, cut where the next item would take the request over
-    ``limit`` (default ``MAX_REQUEST_BYTES``); an item above a quarter of the limit
-    is shrunk (``shrink``) or, when that is not enough or not possible, set apart."""
+    """The ``(item, estimated size)`` pairs' items in order, cut where the next item
+    would take the request over ``limit`` (default ``MAX_REQUEST_BYTES``); an item
+    above a quarter of the limit is shrunk (``shrink``, then sized with ``size_of``)
+    or, when that is not enough or not possible, set apart."""
     limit = MAX_REQUEST_BYTES if limit is None else limit
-    if not batch:
+    if not sized:
         return Split([], [])
-    overhead = _request_overhead(batch[0])
+    overhead = _request_overhead(sized[0][0])
     item_limit = max(1, limit // 4)
     requests: list[list[Any]] = []
     too_large: list[Any] = []
     current: list[Any] = []
     size = overhead
     scopes: set[tuple[str, str]] = set()
-    for item in batch:
-        n = size_of(item)
+    last_obj: Any = object()
+    scope = ("", "")
+    for item, n in sized:
         if n > item_limit:
             shrunk = shrink(item) if shrink is not None else None
             n = size_of(shrunk) if shrunk is not None else 0
@@ -134,7 +143,9 @@ def split(batch: Sequence[Any], size_of: Callable[[Any], int],
                 too_large.append(item)
                 continue
             item = shrunk
-        scope = _scope_key(getattr(item, "instrumentation_scope", None))
+        scope_obj = getattr(item, "instrumentation_scope", None)
+        if scope_obj is not last_obj:  # a batch mostly comes from one or two scopes
+            last_obj, scope = scope_obj, _scope_key(scope_obj)
         extra = 0 if scope in scopes else _SCOPE + len(scope[0]) + len(scope[1])
         if current and size + n + extra > limit:
             requests.append(current)
@@ -170,12 +181,12 @@ def shrink_span(span: Any) -> Any:
     attrs[TRUNCATED] = True
     status = span.status
     name = _short(span.name)
-    used = _SPAN + text_size(name) + attrs_size(attrs) + text_size(
+    used = SPAN + text_size(name) + attrs_size(attrs) + text_size(
         _short(status.description or ""))
     events = []
     for e in span.events:
         ev = Event(_short(e.name), _short(dict(e.attributes or {})), e.timestamp)
-        cost = _EVENT + text_size(ev.name) + attrs_size(ev.attributes)
+        cost = EVENT + text_size(ev.name) + attrs_size(ev.attributes)
         if used + cost > budget:
             break
         events.append(ev)
@@ -183,7 +194,7 @@ def shrink_span(span: Any) -> Any:
     links = []
     for link in span.links:
         ln = Link(link.context, _short(dict(link.attributes or {})))
-        cost = _LINK + attrs_size(ln.attributes)
+        cost = LINK + attrs_size(ln.attributes)
         if used + cost > budget:
             break
         links.append(ln)

@@ -143,22 +143,63 @@ def _needs_fit(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_needs_fit(v) for v in value)
     if isinstance(value, dict):
-        return _needs_fit_map(value)
+        return _fit_size_map(value) < 0
     return False
 
 
 def _needs_fit_map(mapping: Any) -> bool:
-    limit = MAX_TEXT
+    return _fit_size_map(mapping) < 0
+
+
+def _fit_size_map(mapping: Any) -> int:
+    """The estimated encoded size of an attribute mapping (``export_bound``), or -1
+    when one of its strings needs bounding or repair: one pass does both."""
+    limit, number, framing = MAX_TEXT, export_bound.NUMBER, export_bound.ATTRIBUTE
+    n = 0
     for k, v in mapping.items():  # inlined fast path: short ASCII strings and numbers
         t = type(v)
         if t is str:
-            if (len(v) > limit or not v.isascii()) and _fit(v) is not v:
-                return True
-        elif t is not int and t is not float and t is not bool and _needs_fit(v):
-            return True
-        if not (type(k) is str and k.isascii() and len(k) <= limit) and _needs_fit(k):
-            return True
-    return False
+            size = len(v)
+            if size > limit or not v.isascii():
+                if _fit(v) is not v:
+                    return -1
+                size = export_bound.text_size(v)
+            n += size
+        elif t is int or t is float or t is bool:
+            n += number
+        elif _needs_fit(v):
+            return -1
+        else:
+            n += export_bound.value_size(v)
+        size = len(k) if type(k) is str else limit + 1
+        if size <= limit and k.isascii():
+            n += size + framing
+        elif _needs_fit(k):
+            return -1
+        else:
+            n += export_bound.value_size(k) + framing
+    return n
+
+
+def _sized_span(span: Any) -> tuple[Any, int]:
+    """``span`` cleaned (``_clean_span``) and its estimated encoded size; the
+    common span that needs no cleaning is sized in the same pass that checks it."""
+    n = _fit_size_map(span.attributes or {})
+    if n >= 0 and not (_needs_fit(span.name) or _needs_fit(span.status.description)):
+        for e in span.events:
+            m = -1 if _needs_fit(e.name) else _fit_size_map(e.attributes or {})
+            if m < 0:
+                break
+            n += m + export_bound.EVENT + export_bound.text_size(e.name or "")
+        else:
+            return span, n + export_bound.span_frame_size(span)
+    clean = _clean_span(span)
+    return clean, export_bound.span_size(clean)
+
+
+def _sized_log(item: Any) -> tuple[Any, int]:
+    clean = _clean_log(item)
+    return clean, export_bound.log_size(clean)
 
 
 def _clean_span(span: Any) -> Any:
@@ -201,14 +242,6 @@ def _clean_log(item: Any) -> Any:
     clean.severity_text = _fit(rec.severity_text)
     clean.attributes = _fit_value(dict(attrs))
     return dataclasses.replace(item, log_record=clean)
-
-
-def _cleaned(batch: Sequence[Any], clean: Any) -> Sequence[Any]:
-    try:
-        out = [clean(x) for x in batch]
-    except Exception:  # never let the guard itself lose a batch
-        return batch
-    return out
 
 
 class ExportTotals(NamedTuple):
@@ -254,8 +287,8 @@ class _Counting:
     success: Any = None
     failure: Any = None
 
-    def __init__(self, inner: Any, spool_as: str | None, clean: Callable[[Any], Any],
-                 size_of: Callable[[Any], int],
+    def __init__(self, inner: Any, spool_as: str | None,
+                 sized: Callable[[Any], tuple[Any, int]], size_of: Callable[[Any], int],
                  shrink: Callable[[Any], Any] | None = None) -> None:
         self.inner = inner
         self.written = 0  # items delivered (one batch worker thread per exporter)
@@ -263,7 +296,7 @@ class _Counting:
         self.in_flight = 0  # items of the export under way
         _exporters.add(self)
         self.spool_as = spool_as
-        self._clean, self._size, self._shrink = clean, size_of, shrink
+        self._sized, self._size, self._shrink = sized, size_of, shrink
         self._offline = False  # given up (shutdown budget nearly spent): spool directly
         self._inner_closed = False
         self._inflight: dict[int, list[Any]] = {}  # requests inside inner.export
@@ -272,7 +305,8 @@ class _Counting:
 
     def export(self, batch: Sequence[Any]) -> Any:
         try:
-            parts = export_bound.split(_cleaned(batch, self._clean), self._size, self._shrink)
+            parts = export_bound.split([self._sized(x) for x in batch], self._size,
+                                       self._shrink)
         except Exception:  # never let the guard itself lose a batch
             parts = export_bound.Split([list(batch)], [])
         if parts.too_large:
@@ -353,7 +387,7 @@ def counting_span_exporter(inner: Any, spool_as: str | None = None) -> Any:
         signal = "span"
         success, failure = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
-    return CountingSpanExporter(inner, spool_as, _clean_span, export_bound.span_size,
+    return CountingSpanExporter(inner, spool_as, _sized_span, export_bound.span_size,
                                 export_bound.shrink_span)
 
 
@@ -364,7 +398,7 @@ def counting_log_exporter(inner: Any, spool_as: str | None = None) -> Any:
         signal = "log"
         success, failure = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
-    return CountingLogExporter(inner, spool_as, _clean_log, export_bound.log_size)
+    return CountingLogExporter(inner, spool_as, _sized_log, export_bound.log_size)
 
 
 def register_drop_metric(meter: Meter) -> None:
