@@ -24,6 +24,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from _cli_helpers import otelmw
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
@@ -142,11 +143,6 @@ SPOOL_LINE = re.compile(r"otelmw: (\d+) span\(s\) and (\d+) log record\(s\) coul
 TURNS = 20
 
 
-def otelmw_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "otelmw.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-
-
 @pytest.mark.parametrize("backend", ["unreachable", "rejecting"])
 def test_undeliverable_telemetry_is_spooled_and_replayed(tmp_path: Path, backend: str) -> None:
     store = tmp_path / "store"
@@ -176,12 +172,12 @@ def test_undeliverable_telemetry_is_spooled_and_replayed(tmp_path: Path, backend
 
     with OtlpReceiver() as rx:
         env_replay = clean_env(tmp_path)
-        out = otelmw_cli("replay", "--endpoint", rx.grpc_endpoint, "--protocol", "grpc",
+        out = otelmw("replay", "--endpoint", rx.grpc_endpoint, "--protocol", "grpc",
                          "--data-dir", str(store), env=env_replay, cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         rx.wait_for(lambda: len(rx.spans()) >= spans and len(rx.logs()) >= logs, timeout=15)
         got_spans, got_logs = rx.spans(), rx.logs()
-        again = otelmw_cli("replay", "--endpoint", rx.grpc_endpoint, "--protocol", "grpc",
+        again = otelmw("replay", "--endpoint", rx.grpc_endpoint, "--protocol", "grpc",
                            "--data-dir", str(store), env=env_replay, cwd=tmp_path)
         assert again.returncode == 0, again.stderr
         time.sleep(0.5)

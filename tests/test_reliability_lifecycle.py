@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _cli_helpers import otelmw_cmd
 from _support.components import clean_env, require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
@@ -48,7 +49,7 @@ def child_env(tmp_path: Path, rx: OtlpReceiver, **extra: str) -> dict[str, str]:
 
 
 def otelmw_run(script: Path) -> list[str]:
-    return [sys.executable, "-m", "otelmw.cli", "run", "--", sys.executable, str(script)]
+    return [*otelmw_cmd(), "run", "--", sys.executable, str(script)]
 
 
 def start(argv: list[str], env: dict[str, str], cwd: Path,
