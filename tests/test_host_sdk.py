@@ -584,3 +584,31 @@ def test_embeddings_inside_a_host_chat_call_is_a_span_of_its_own(
     assert chat.attributes["gen_ai.response.id"] == resp.id
     assert chat.attributes["gen_ai.response.model"] == "gpt-rag"
     assert emb.attributes["gen_ai.response.model"] == "emb-rag"
+
+
+@pytest.mark.parametrize("stage", ["llm_request", "pre_api_request"])
+def test_model_call_from_a_rewrite_or_hook_is_its_own_chat_span(
+        tel: Telemetry, server: ScriptedLLMServer, stage: str) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+
+    def classify(**kw: Any) -> None:  # asks a small model, changes nothing
+        if kw["request"]["model"] != "gpt-small":
+            client.chat.completions.create(model="gpt-small", messages=MSGS)
+
+    reg = get_pipeline().registry
+    (reg.add_middleware if stage == "llm_request" else reg.add_hook)(stage, classify,
+                                                                      plugin="sdk-test")
+    try:
+        resp = client.chat.completions.create(model="gpt-big", messages=MSGS)
+    finally:
+        reg.remove_plugin("sdk-test")
+    finished = tel.spans.get_finished_spans()
+    spans = {s.name: s for s in finished}
+    outer, small = spans["chat gpt-big"], spans["chat gpt-small"]
+    # a rewrite's call is under the rewrite's span, a hook's under the call's span
+    parent = next((s for s in finished if s.name.startswith("llm_request ")
+                   and s.parent.span_id == outer.context.span_id), outer)
+    assert (parent is outer) == (stage == "pre_api_request")
+    assert small.parent.span_id == parent.context.span_id
+    assert outer.attributes["gen_ai.response.id"] == resp.id
+    assert small.attributes["gen_ai.response.id"] != resp.id
