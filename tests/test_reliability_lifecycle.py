@@ -264,6 +264,11 @@ if __name__ == "__main__":
         pool.close()
         pool.join()
         assert len(out) == 12
+    elif kind == "executor":  # concurrent.futures on multiprocessing workers
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(2, mp_context=ctx) as ex:
+            out = list(ex.map(work, range(12)))
+        assert len(out) == 12
     elif kind == "bare-fork":
         pids = []
         for k in range(2):
@@ -280,7 +285,8 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize(("kind", "method", "n"), [
     ("process", "fork", 6), ("pool-with", "fork", 12), ("pool-close", "fork", 12),
-    ("bare-fork", "fork", 6), ("process", "spawn", 6), ("pool-close", "spawn", 12),
+    ("executor", "fork", 12), ("bare-fork", "fork", 6), ("process", "spawn", 6),
+    ("pool-close", "spawn", 12),
 ])
 def test_worker_processes_deliver_their_spans(tmp_path: Path, rx: OtlpReceiver, kind: str,
                                               method: str, n: int) -> None:
