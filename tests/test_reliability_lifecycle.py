@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -327,3 +328,38 @@ def test_a_stream_still_referenced_at_exit_is_ended_and_exported(
     [left] = rx.spans("chat gpt-left")
     assert left.attributes["otelmw.stream.ended_by"] == "abandoned"
     assert "Calling end() on an ended span" not in proc.stderr
+
+
+FORKED_STREAM_PROGRAM = """
+import multiprocessing as mp
+import openai
+from otelmw.instrumentation.openai import OpenAIInstrumentor
+from otelmw.telemetry.setup import configure
+
+configure("lifecycle")
+OpenAIInstrumentor().instrument()
+client = openai.OpenAI(base_url={base!r}, api_key="x", max_retries=0)
+if __name__ == "__main__":
+    OPEN = client.chat.completions.create(model="gpt-open", stream=True,
+                                          messages=[{{"role": "user", "content": "hi"}}])
+    next(iter(OPEN))
+    child = mp.get_context("fork").Process(target=print, args=("child",))
+    child.start()
+    child.join()
+    for _ in OPEN:  # the parent finishes its stream after the child left
+        pass
+    print("END", flush=True)
+"""
+
+
+def test_a_fork_child_leaving_does_not_end_its_parents_streams(
+        tmp_path: Path, rx: OtlpReceiver, llm: ScriptedLLMServer) -> None:
+    script = tmp_path / "forked.py"
+    script.write_text(textwrap.dedent(FORKED_STREAM_PROGRAM.format(base=llm.base_url)))
+    proc = subprocess.run([sys.executable, str(script)], env=child_env(tmp_path, rx),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert chat_spans(rx, 1) == ["chat gpt-open"]
+    time.sleep(1.0)  # a duplicate from the child would have arrived by now
+    [span] = rx.spans("chat gpt-open")  # once: not also ended as abandoned in the child
+    assert span.attributes["otelmw.stream.ended_by"] == "exhausted"

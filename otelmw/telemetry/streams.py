@@ -11,6 +11,7 @@ Everything else (attributes such as ``.response``) is delegated by wrapt's
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any, Protocol
 
 import wrapt
@@ -25,6 +26,8 @@ class StreamFinisher(Protocol):
 # Finishers of the streams not ended yet, by id of their proxy. Whoever pops an
 # entry ends it (dict.pop is atomic): the stream itself, or the shutdown.
 _open: dict[int, StreamFinisher] = {}
+if hasattr(os, "register_at_fork"):  # a forked child's exit must not end its parent's streams
+    os.register_at_fork(after_in_child=_open.clear)
 
 
 def abandon_open_streams() -> int:
