@@ -363,3 +363,25 @@ def test_a_fork_child_leaving_does_not_end_its_parents_streams(
     time.sleep(1.0)  # a duplicate from the child would have arrived by now
     [span] = rx.spans("chat gpt-open")  # once: not also ended as abandoned in the child
     assert span.attributes["otelmw.stream.ended_by"] == "exhausted"
+
+
+def test_a_fork_child_reports_only_its_own_losses(tmp_path: Path, rx: OtlpReceiver) -> None:
+    code = textwrap.dedent("""
+        import multiprocessing as mp
+        from otelmw.telemetry import health
+        from otelmw.telemetry.setup import configure
+        configure("lifecycle")
+        health.record_drop("span", "queue_full", 5)  # the parent lost 5 before the fork
+        if __name__ == "__main__":
+            child = mp.get_context("fork").Process(target=print, args=("child",))
+            child.start()
+            child.join()
+    """)
+    script = tmp_path / "counts.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], env=child_env(tmp_path, rx),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    totals = [x for x in proc.stderr.splitlines() if "not delivered in total" in x]
+    assert totals == ["otelmw: telemetry not delivered in total: span queue_full: 5 "
+                      "(metric otelmw.telemetry.dropped)"]  # the parent's line only

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -378,6 +379,22 @@ def give_up_exports() -> None:
             guard.give_up()
         except Exception:
             logger.debug("otelmw: giving up an export failed", exc_info=True)
+
+
+def _forget_parent_counts() -> None:
+    """In a forked child: its counts start at zero (its exit reports only its own).
+    Fresh locks: one held by another thread at the fork would never be released."""
+    global _lock
+    _lock = threading.Lock()
+    _counts.clear()
+    for exporter in list(_exporters):
+        exporter.written = exporter.roots = exporter.in_flight = 0
+        exporter._inflight.clear()
+    spool.forget_parent()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_counts)
 
 
 def counting_span_exporter(inner: Any, spool_as: str | None = None) -> Any:

@@ -151,6 +151,15 @@ def spooled() -> SpoolTotals:
         return SpoolTotals(_counts["traces"], _counts["logs"], directory())
 
 
+def forget_parent() -> None:
+    """In a forked child (``health``): its own counts from zero, fresh locks."""
+    global _lock
+    _lock = threading.Lock()
+    _counts.clear()
+    if _spool is not None:
+        _spool.lock = threading.Lock()
+
+
 def reset() -> None:
     with _lock:
         _counts.clear()
