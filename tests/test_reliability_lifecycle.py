@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from _cli_helpers import otelmw_cmd
 from _support.components import clean_env, require_module
-from _support.otlp_receiver import OtlpReceiver
+from _support.otlp_receiver import OtlpReceiver, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
 require_module("openai")
@@ -385,3 +385,17 @@ def test_a_fork_child_reports_only_its_own_losses(tmp_path: Path, rx: OtlpReceiv
     totals = [x for x in proc.stderr.splitlines() if "not delivered in total" in x]
     assert totals == ["otelmw: telemetry not delivered in total: span queue_full: 5 "
                       "(metric otelmw.telemetry.dropped)"]  # the parent's line only
+
+
+def test_sigterm_with_the_collector_down_spools_within_the_budget(
+        tmp_path: Path, rx: OtlpReceiver, llm: ScriptedLLMServer) -> None:
+    env = child_env(tmp_path, rx, OTELMW_SHUTDOWN_TIMEOUT="2")
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{free_port()}"  # nobody there
+    proc = start(otelmw_run(chat_program(tmp_path, llm)), env, tmp_path)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = finish(proc)
+    took = time.monotonic() - t0
+    assert code == -signal.SIGTERM, err
+    assert took < 2 + 1.5, took  # the shutdown budget, not the exporter's 10 s timeout
+    assert "3 span(s) and 0 log record(s) could not be delivered and are spooled" in err, err
