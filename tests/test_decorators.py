@@ -83,7 +83,11 @@ def test_llm_adapter_rewrite_reaches_the_function(h: TelemetryHarness) -> None:
 
     create(model=MODEL, temperature=0.2)
     assert seen == [{"model": "gpt-routed", "temperature": 0.2}]
-    assert is_child(h.one("llm_request router.route"), h.one(f"chat {MODEL}"))
+    # The chat span describes the request that was sent; the model asked for is kept.
+    chat = h.one("chat gpt-routed")
+    assert is_child(h.one("llm_request router.route"), chat)
+    assert chat.attributes["gen_ai.request.model"] == "gpt-routed"
+    assert chat.attributes["otelmw.request.original_model"] == MODEL
 
 
 class Client:
