@@ -1,19 +1,23 @@
-"""The isolated environment for the OpenAI benchmark's anchors.
+"""The isolated environments for the OpenAI benchmark's anchors, one per openai major.
 
 The three anchor instrumentations are not otelmw dependencies, so they are never
 installed into the environment otelmw is developed in. ``ensure_venv()`` creates
 (once) a separate virtualenv without system site-packages and installs into it:
 otelmw itself (editable, from this checkout), the anchors (wheels from
-``$OTELMW_BENCH_WHEELS`` / ``/tmp/anchors`` when present, otherwise PyPI), and the
-packages every contender shares pinned to the versions of the *current*
-environment, so the otelmw figures measured there and here are comparable.
+``$OTELMW_BENCH_WHEELS`` / ``/tmp/anchors`` when present, otherwise PyPI), the
+openai release asked for, and the other packages every contender shares pinned to
+the versions of the *current* environment, so the otelmw figures measured there and
+here are comparable. The openai releases benchmarked are the ones the test suite's
+host matrix pins (``scripts/envs/*.txt``: the newest 3.x and the 2.x Hermes pins),
+newest first (``OPENAI_RELEASES``); each gets its own venv (``venv_for``).
 
-Equivalent one command (what this module runs)::
+Equivalent one command per release (what this module runs)::
 
-    python -m venv ~/.cache/otelmw-bench/anchors && ~/.cache/otelmw-bench/anchors/bin/pip install \
+    python -m venv ~/.cache/otelmw-bench/anchors-openai3 && \
+    ~/.cache/otelmw-bench/anchors-openai3/bin/pip install \
         -e . --find-links /tmp/anchors opentelemetry-instrumentation-genai-openai==1.3b0 \
         opentelemetry-util-genai==1.3b0 openinference-instrumentation-openai==0.1.66 \
-        opentelemetry-instrumentation-openai==0.62.4 openai==<same> httpx==<same> ...
+        opentelemetry-instrumentation-openai==0.62.4 openai==3.57.0 httpx==<same> ...
 """
 
 from __future__ import annotations
@@ -29,6 +33,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 _CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 DEFAULT_VENV = _CACHE / "otelmw-bench" / "anchors"
+
+
+def _matrix_openai_releases() -> list[str]:
+    found = set()
+    for env_file in sorted((ROOT / "scripts" / "envs").glob("*.txt")):
+        for line in env_file.read_text(encoding="utf-8").splitlines():
+            name, sep, release = line.split("#", 1)[0].strip().partition("==")
+            if sep and name.strip() == "openai":
+                found.add(release.strip())
+    return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")), reverse=True)
+
+
+OPENAI_RELEASES = _matrix_openai_releases()  # newest first
+
+
+def venv_for(release: str, base: Path = DEFAULT_VENV) -> Path:
+    """The anchors venv of one openai release: ``<base>-openai<major>``."""
+    return base.with_name(f"{base.name}-openai{release.split('.')[0]}")
 WHEELS = Path(os.environ.get("OTELMW_BENCH_WHEELS", "/tmp/anchors"))
 
 ANCHORS = {
@@ -42,12 +64,15 @@ SHARED = ["openai", "httpx", "pydantic", "wrapt", "opentelemetry-api", "opentele
           "opentelemetry-instrumentation", "opentelemetry-semantic-conventions",
           "opentelemetry-proto", "opentelemetry-exporter-otlp-proto-grpc",
           "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-otlp-proto-common",
-          "orjson"]
+          "orjson", "httpx2"]  # openai 3 talks through httpx2
 
 
-def _pins() -> list[str]:
+def _pins(openai: str | None) -> list[str]:
     out = []
     for name in SHARED:
+        if name == "openai" and openai is not None:
+            out.append(f"openai=={openai}")
+            continue
         try:
             out.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError:
@@ -55,8 +80,10 @@ def _pins() -> list[str]:
     return out
 
 
-def requirements() -> list[str]:
-    return [*(f"{k}=={v}" for k, v in ANCHORS.items()), *_pins()]
+def requirements(openai: str | None = None) -> list[str]:
+    """The anchors plus the shared packages; ``openai`` (a release) instead of the
+    current environment's openai."""
+    return [*(f"{k}=={v}" for k, v in ANCHORS.items()), *_pins(openai)]
 
 
 def venv_python(path: Path) -> Path:
@@ -67,10 +94,11 @@ def _stamp(path: Path) -> Path:
     return path / "otelmw-bench.json"
 
 
-def ensure_venv(path: Path = DEFAULT_VENV, log=print) -> Path:
-    """Create/refresh the anchors venv; returns its python. Idempotent and fast when
-    the venv already matches the wanted requirements."""
-    reqs = requirements()
+def ensure_venv(path: Path = DEFAULT_VENV, log=print, openai: str | None = None) -> Path:
+    """Create/refresh the anchors venv (with openai release ``openai``, default the
+    current environment's); returns its python. Idempotent and fast when the venv
+    already matches the wanted requirements."""
+    reqs = requirements(openai)
     stamp = _stamp(path)
     py = venv_python(path)
     if py.exists() and stamp.exists():
@@ -98,4 +126,6 @@ def ensure_venv(path: Path = DEFAULT_VENV, log=print) -> Path:
 
 
 if __name__ == "__main__":
-    print(ensure_venv(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_VENV))
+    base = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_VENV
+    for release in OPENAI_RELEASES:
+        print(ensure_venv(venv_for(release, base), openai=release))

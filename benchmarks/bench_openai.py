@@ -1,7 +1,8 @@
 """Benchmark 1 — instrumented OpenAI chat call: per-call overhead over the bare call.
 
 A real ``openai.OpenAI`` client whose HTTP layer is an in-memory
-``httpx.MockTransport`` returning a canned ``chat.completion``; an SDK
+``MockTransport`` (of ``httpx2`` on openai 3, ``httpx`` on 2) returning a canned
+``chat.completion``; an SDK
 ``TracerProvider`` + ``BatchSpanProcessor`` onto an exporter that drops what it
 gets. Contenders: no instrumentation, a *floor* (one wrapt wrapper, one span with
 the same GenAI attributes, nothing else), otelmw (``OpenAIInstrumentor`` with a
@@ -36,8 +37,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness as h
 
 # Imported once in the parent, before forking: every contender shares them.
-import httpx
 import openai
+
+# openai 3 talks through httpx2 (httpx's successor, same API); 2.x through httpx.
+if int(openai.__version__.split(".")[0]) >= 3:
+    import httpx2 as httpx
+else:
+    import httpx  # type: ignore[no-redef]
 from _otel import DroppingExporter, dropping_provider
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -272,7 +278,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                       "opentelemetry-instrumentation-genai-openai",
                                       "opentelemetry-util-genai",
                                       "openinference-instrumentation-openai",
-                                      "opentelemetry-instrumentation-openai", "otelmw"])}
+                                      "opentelemetry-instrumentation-openai", "otelmw",
+                                      "httpx2"])}
     h.write_json(args.json, result)
     return result
 

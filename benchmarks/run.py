@@ -5,10 +5,12 @@
     python benchmarks/run.py --only chain,digests
     python benchmarks/run.py --markdown results.md   # also write the tables + machine
 
-Benchmark 1 (OpenAI, against the three anchor instrumentations) runs with the
-python of a separate virtualenv that this runner creates on first use (see
-``_venv.py``; ``--venv PATH`` to place it, ``--no-venv`` to use the current
-interpreter, which must then have the anchors installed). The other benchmarks
+Benchmark 1 (OpenAI, against the three anchor instrumentations) runs once per
+openai release of the test suite's host matrix (newest 3.x first, then the 2.x
+Hermes pins), each with the python of a separate virtualenv that this runner
+creates on first use (see ``_venv.py``; ``--venv PATH`` to place them,
+``--no-venv`` to run it once with the current interpreter, which must then have the
+anchors installed). The other benchmarks
 run with the current interpreter (otelmw's development environment, with
 ``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5).
 """
@@ -42,13 +44,28 @@ VERSIONS = ["otelmw", "opentelemetry-api", "opentelemetry-sdk",
             "hermes-agent", "grpcio", "protobuf"]
 
 
-def _python_for(name: str, args: argparse.Namespace) -> str:
-    if name != "openai" or args.no_venv:
-        return sys.executable
-    from _venv import DEFAULT_VENV, ensure_venv
+class Job:
+    """One benchmark process: ``name`` keys its results (``openai``: the newest openai
+    release; ``openai-2``: the 2.x one)."""
 
-    return str(ensure_venv(Path(args.venv) if args.venv else DEFAULT_VENV,
-                           log=lambda s: print(s, flush=True)))
+    def __init__(self, name: str, script: str, title: str, python: str) -> None:
+        self.name, self.script, self.title, self.python = name, script, title, python
+
+
+def _jobs(name: str, args: argparse.Namespace) -> list[Job]:
+    script, title = BENCHES[name]
+    if name != "openai" or args.no_venv:
+        return [Job(name, script, title, sys.executable)]
+    from _venv import DEFAULT_VENV, OPENAI_RELEASES, ensure_venv, venv_for
+
+    base = Path(args.venv) if args.venv else DEFAULT_VENV
+    jobs = []
+    for i, release in enumerate(OPENAI_RELEASES):
+        py = ensure_venv(venv_for(release, base), log=lambda s: print(s, flush=True),
+                         openai=release)
+        key = name if i == 0 else f"{name}-{release.split('.')[0]}"
+        jobs.append(Job(key, script, f"{title}, openai {release}", str(py)))
+    return jobs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,27 +95,27 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     outputs: dict[str, str] = {}
     t_all = time.perf_counter()
-    for name in names:
-        script, title = BENCHES[name]
-        py = _python_for(name, args)
-        js = out_dir / f"{name}.json"
-        cmd = [py, str(HERE / script), "--json", str(js)]
+    jobs = [job for name in names for job in _jobs(name, args)]
+    for job in jobs:
+        js = out_dir / f"{job.name}.json"
+        cmd = [job.python, str(HERE / job.script), "--json", str(js)]
         if args.quick:
             cmd.append("--quick")
         if args.verbose:
             cmd.append("-v")
         t0 = time.perf_counter()
-        print(f"\n== {title}  ({'quick' if args.quick else 'full'}) ==", flush=True)
+        print(f"\n== {job.title}  ({'quick' if args.quick else 'full'}) ==", flush=True)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=str(HERE.parent),
                               env={**os.environ, "PYTHONHASHSEED": "0"})
-        outputs[name] = proc.stdout
+        outputs[job.name] = proc.stdout
         print(proc.stdout, end="", flush=True)
-        print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
+        print(f"[{job.name}: {time.perf_counter() - t0:.0f} s]", flush=True)
         if proc.returncode != 0 or not js.exists():
-            print(f"[{name}: FAILED with exit code {proc.returncode}]", flush=True)
-            results[name] = {"failed": proc.returncode}
+            print(f"[{job.name}: FAILED with exit code {proc.returncode}]", flush=True)
+            results[job.name] = {"failed": proc.returncode}
             continue
-        results[name] = json.loads(js.read_text(encoding="utf-8"))
+        results[job.name] = json.loads(js.read_text(encoding="utf-8"))
+    names = [job.name for job in jobs]
 
     rows = []
     for name in names:
@@ -110,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n== Targets ==\n\n{summary}")
     print(f"\nTotal {time.perf_counter() - t_all:.0f} s; raw results in {out_dir}")
     if args.markdown:
-        anchors = results.get("openai", {}).get("versions", {})
+        anchors = {k: v for job in names if job.startswith("openai")
+                   for k, v in results.get(job, {}).get("versions", {}).items()
+                   if k != "openai"}
         text = [f"<!-- python benchmarks/run.py{' --quick' if args.quick else ''} -->",
                 header.replace("\nPackages:", "\n\nPackages:"),
                 ("Anchors venv: " + ", ".join(f"{k} {v}" for k, v in anchors.items()))
