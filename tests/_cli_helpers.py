@@ -15,6 +15,7 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 TIMEOUT = 90
 TRACE_LINE = re.compile(r"^trace ([0-9a-f]{32})$")
@@ -62,29 +63,37 @@ def in_pty(*args: str, env: dict[str, str], cwd: Path, columns: int, lines: int 
     proc = subprocess.Popen([*otelmw_cmd(), *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the child closed its side
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        else:
+        out = read_terminal(master, proc, timeout)
+        if out is None:
             proc.send_signal(signal.SIGKILL)
             raise AssertionError(f"otelmw {args} did not finish in {timeout}s")
         status = proc.wait(timeout=10)
     finally:
         os.close(master)
-    # the terminal turns \n into \r\n
-    return status, out.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    return status, out
+
+
+def read_terminal(master: int, proc: subprocess.Popen[Any], timeout: float) -> str | None:
+    """Everything ``proc`` writes to the pseudo-terminal ``master`` until it closes its
+    side or exits (the terminal's \r\n turned back into \n); ``None`` when it is still
+    writing after ``timeout`` seconds."""
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its side
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    else:
+        return None
+    return out.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
 def pythonpath(*dirs: os.PathLike[str] | str) -> str:

@@ -12,16 +12,14 @@ import logging
 import os
 import pty
 import re
-import select
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from _cli_helpers import otelmw_cmd, pythonpath
+from _cli_helpers import otelmw_cmd, pythonpath, read_terminal
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
@@ -88,27 +86,17 @@ def run(args: list[str], env: dict[str, str], cwd: Path, *, terminal: bool = Tru
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=slave,
                                 stdin=subprocess.DEVNULL)
         os.close(slave)
-        chunks, deadline = [], time.monotonic() + TIMEOUT
         try:
-            while time.monotonic() < deadline:
-                if select.select([master], [], [], 0.2)[0]:
-                    try:
-                        chunk = os.read(master, 65536)
-                    except OSError:  # EIO: the child closed its side
-                        break
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                elif proc.poll() is not None:
-                    break
+            stderr = read_terminal(master, proc, TIMEOUT)
             proc.wait(timeout=10)
         finally:
             os.close(master)
             if proc.poll() is None:
                 proc.kill()
+        assert stderr is not None, f"{cmd} did not finish in {TIMEOUT}s"
         out.seek(0)
         stdout = out.read().decode()
-    return Run(proc, stdout, b"".join(chunks).decode().replace("\r\n", "\n"))
+    return Run(proc, stdout, stderr)
 
 
 @pytest.fixture
