@@ -388,7 +388,7 @@ DIGEST_MAX_BYTES = _int_setting("OTELMW_DIGEST_MAX_BYTES", 4 * 1024 * 1024,
                                 "digest cap (bytes)", minimum=1024)
 DIGEST_KEY = register(Setting(
     "OTELMW_DIGEST_KEY", secret_key, "",
-    "HMAC key of digests (≥ 16 characters; default: generated once in "
+    "key of the keyed digests (≥ 16 characters; default: generated once in "
     "`$OTELMW_HOME/digest.key`)", secret=True))
 EXPORT_MAX_BYTES = _int_setting("OTELMW_EXPORT_MAX_BYTES", 3 * 1024 * 1024,
                                 "upper bound of one export request (bytes)",

@@ -326,6 +326,18 @@ def test_show_puts_each_hook_event_under_its_span_and_shows_content(demo: dict[s
     assert "input.messages: " in out
 
 
+def test_show_shortens_a_tool_result_digest_to_its_algorithm_and_nine_hex_digits(
+        demo: dict[str, Any]) -> None:
+    tool = next(s for s in demo["spans"] if s.name == "execute_tool get_weather")
+    full = str(tool.attributes["otelmw.result.raw.digest"])
+    algorithm, _, hexdigest = full.partition(":")
+    assert algorithm == "blake2b-keyed" and len(hexdigest) == 64
+    out = ok(otelmw("traces", "show", tool.trace_id, env={**demo["env"], "COLUMNS": "160"},
+                    cwd=demo["root"])).stdout
+    assert f"raw={algorithm}:{hexdigest[:9]}…" in out
+    assert hexdigest[:10] not in out
+
+
 # --- 17.22: control characters from the program never reach the terminal raw ----
 
 HOSTILE = textwrap.dedent(f"""

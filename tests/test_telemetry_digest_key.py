@@ -1,26 +1,28 @@
-"""Digests are keyed (HMAC-SHA256 with the deployment's key), so a short result cannot
+"""Digests are keyed (keyed BLAKE2b with the deployment's key), so a short result cannot
 be recovered by hashing candidates, yet the processes of one deployment agree."""
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 import os
+import re
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _support.components import clean_env
+from _support.components import clean_env, unavailable
 from _support.digest_key import keyed_hex
 from _telemetry_fixtures import TOOL, TelemetryHarness, run_call
 
 from otelmw.telemetry import digests
 
 PIN = "4821"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "telemetry.md"
 CHILD = ("import json, sys; from otelmw.telemetry.digests import digest; "
          "print(json.dumps([digest(v)[0] for v in json.loads(sys.argv[1])]))")
 
@@ -33,11 +35,14 @@ def test_a_four_digit_pin_is_not_recovered_from_its_exported_digest() -> None:
     finally:
         h.close()
     algorithm, _, value = str(exported).partition(":")
-    assert algorithm == "hmac-sha256"
-    # the attack: hash every candidate, unkeyed as before and in the usual encodings
+    assert algorithm == "blake2b-keyed"
+    # the attack: hash every candidate unkeyed (plain SHA-256, unkeyed BLAKE2b of the
+    # same size), in the usual encodings
     candidates = {f"{n:04d}" for n in range(10_000)}
+    unkeyed = (hashlib.sha256, lambda b: hashlib.blake2b(b, digest_size=32))
     for encode in (str.encode, lambda c: json.dumps(c).encode()):
-        assert not [c for c in candidates if hashlib.sha256(encode(c)).hexdigest() == value]
+        for hash_of in unkeyed:
+            assert not [c for c in candidates if hash_of(encode(c)).hexdigest() == value]
     # with the deployment's key, as documented, the digest is recomputed exactly
     assert value == keyed_hex(PIN.encode())
 
@@ -65,14 +70,15 @@ def test_processes_of_one_deployment_agree_and_other_deployments_differ(
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert [x for x in os.listdir(home) if x != "digest.key"] == []  # no temp files left
     key = key_file.read_text().strip().encode()
-    assert outs[0][0] == "hmac-sha256:" + hmac.new(key, PIN.encode(), hashlib.sha256).hexdigest()
+    assert outs[0][0] == "blake2b-keyed:" + hashlib.blake2b(
+        PIN.encode(), key=key, digest_size=32).hexdigest()
     assert _digests(env, values, tmp_path) == outs[0]  # a later process: same key, same
     other = clean_env(tmp_path / "other")
     assert _digests(other, values, tmp_path)[0] != outs[0][0]
     given = clean_env(tmp_path, OTELMW_DIGEST_KEY="a-deployment-secret-0123")
     assert _digests(given, [PIN], tmp_path) == [
-        "hmac-sha256:" + hmac.new(b"a-deployment-secret-0123", PIN.encode(),
-                                  hashlib.sha256).hexdigest()]
+        "blake2b-keyed:" + hashlib.blake2b(PIN.encode(), key=b"a-deployment-secret-0123",
+                                           digest_size=32).hexdigest()]
 
 
 def test_a_short_digest_key_is_refused_at_configure_without_echoing_it(
@@ -92,11 +98,44 @@ def test_without_a_usable_home_digests_still_work_with_one_warning(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("OTELMW_HOME", str(blocker / "home"))
-    monkeypatch.setattr(digests, "_inner", None)
-    monkeypatch.setattr(digests, "_outer", None)
+    monkeypatch.setattr(digests, "_mac", None)
     with caplog.at_level(logging.WARNING, logger="otelmw"):
         first = digests.digest(PIN)
         second = digests.digest(PIN)
-    assert first == second and first[0].startswith("hmac-sha256:")
+    assert first == second and first[0].startswith("blake2b-keyed:")
     warnings = [r.getMessage() for r in caplog.records if "digest key" in r.getMessage()]
     assert len(warnings) == 1 and "OTELMW_DIGEST_KEY" in warnings[0]
+
+
+def _documented(pattern: str) -> str:
+    section = DOCS.read_text(encoding="utf-8").split("Recomputing a digest", 1)[1]
+    found = re.search(pattern, section, re.S)
+    assert found, f"docs/telemetry.md: no {pattern!r} after 'Recomputing a digest'"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("key", [None, "a-deployment-secret-0123",
+                                 "a long passphrase, " * 6], ids=["file", "env", "env-over-64"])
+def test_the_documented_recompute_gives_the_exported_digest(tmp_path: Path,
+                                                            key: str | None) -> None:
+    snippet = _documented(r"```python\n(.*?)```")
+    env = clean_env(tmp_path, **({} if key is None else {"OTELMW_DIGEST_KEY": key}))
+    exported = _digests(env, [{"pin": PIN}], tmp_path)  # creates the key file if needed
+    proc = subprocess.run([sys.executable, "-c", snippet], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == exported
+    assert exported[0] != _digests(clean_env(tmp_path / "other"), [{"pin": PIN}], tmp_path)[0]
+
+
+def test_the_documented_openssl_command_gives_the_exported_digest(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        unavailable("openssl")
+    command = _documented(r"`(openssl mac [^`]*)`").replace("\n", " ")
+    env = clean_env(tmp_path, KEY="a-deployment-secret-0123")
+    env["OTELMW_DIGEST_KEY"] = env["KEY"]
+    exported = _digests(env, [{"pin": PIN}], tmp_path)[0]
+    proc = subprocess.run(command, shell=True, env=env, input=b'{"pin":"4821"}',
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "blake2b-keyed:" + proc.stdout.decode().strip().lower() == exported

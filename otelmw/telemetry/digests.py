@@ -21,20 +21,22 @@ Canonical serialization (what is hashed), so a user can recompute a digest:
   UTF-8 of the type tag — ``QualName`` for builtins (``dict``), else
   ``module.QualName`` — so the digest never raises.
 
-The digest value names its algorithm. Digests are keyed: HMAC-SHA256 with the
-deployment's digest key (``OTELMW_DIGEST_KEY``, else the key generated once in
-``$OTELMW_HOME/digest.key``, mode 0600; see ``load_key``), so a short result (a PIN)
-cannot be recovered by hashing candidates, while every process of one deployment
-(same key) gives the same digest for the same value:
+The digest value names its algorithm. Digests are keyed: keyed BLAKE2b (RFC 7693's
+MAC mode, 32-byte digest) with the deployment's digest key (``OTELMW_DIGEST_KEY``, else
+the key generated once in ``$OTELMW_HOME/digest.key``, mode 0600; see ``load_key``), so
+a short result (a PIN) cannot be recovered by hashing candidates, while every process
+of one deployment (same key) gives the same digest for the same value. The BLAKE2b key
+is the key's bytes when they are at most 64 (BLAKE2b's limit; a generated key is 64
+bytes), else their SHA-512 (see ``mac_key``):
 
-* ``hmac-sha256:<hex>`` — HMAC-SHA256 of the whole canonical serialization.
-* ``hmac-sha256-sampled:<hex>`` — ``str``/``bytes`` whose serialization is larger than
-  ``max_bytes`` (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): HMAC of
+* ``blake2b-keyed:<hex>`` — of the whole canonical serialization.
+* ``blake2b-keyed-sampled:<hex>`` — ``str``/``bytes`` whose serialization is larger than
+  ``max_bytes`` (default 4 MiB, ``OTELMW_DIGEST_MAX_BYTES``): of
   ``b"<length>:" + head + tail``, head/tail being the first and last
   ``max_bytes // 2`` bytes (for ``str``: characters, UTF-8 encoded; length in
   characters). Cost is bounded by ``max_bytes`` whatever the size.
-* ``hmac-sha256-prefix:<hex>`` — a JSON tree whose canonical JSON exceeds
-  ``max_bytes``: HMAC of its first ``max_bytes`` bytes (encoding stops there).
+* ``blake2b-keyed-prefix:<hex>`` — a JSON tree whose canonical JSON exceeds
+  ``max_bytes``: of its first ``max_bytes`` bytes (encoding stops there).
 
 ``size`` is the byte length of the canonical serialization (for sampled ``str``:
 its length in characters; for a prefix-hashed tree: ``-1``, unknown).
@@ -69,10 +71,9 @@ except ImportError:  # pragma: no cover - exercised by test_digest_without_orjso
     _orjson = None  # type: ignore[assignment]
 
 _DEFAULT_MAX: Final = cfg.DIGEST_MAX_BYTES.default
-_sha256 = hashlib.sha256
-WHOLE: Final = "hmac-sha256:"
-SAMPLED: Final = "hmac-sha256-sampled:"
-PREFIX: Final = "hmac-sha256-prefix:"
+WHOLE: Final = "blake2b-keyed:"
+SAMPLED: Final = "blake2b-keyed-sampled:"
+PREFIX: Final = "blake2b-keyed-prefix:"
 KEY_FILE: Final = "digest.key"
 logger = logging.getLogger("otelmw")
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -126,21 +127,24 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 
 # ------------------------------------------------------------------- the key
-# HMAC-SHA256 (RFC 2104) with the key's inner and outer pads hashed once: a digest
-# is then two ``copy()``s of those states, the data, and one more block — no key
-# processing per digest. ``None`` until the first digest (or ``use_key``).
-_inner: Any = None
-_outer: Any = None
+# Keyed BLAKE2b: the key is absorbed once into ``_mac`` (its first block compressed);
+# a digest is one ``copy()`` of it, the data and the final block: no key processing
+# and, unlike HMAC, no second hash per digest (which doubles a small digest's cost).
+# ``None`` until the first digest (or ``use_key``).
+_mac: Any = None
 _key_lock = threading.Lock()
+
+
+def mac_key(key: bytes) -> bytes:
+    """The BLAKE2b key for the key material ``key``: ``key`` itself when it is at most
+    64 bytes (BLAKE2b's maximum), else its SHA-512 digest (64 bytes)."""
+    return key if len(key) <= 64 else hashlib.sha512(key).digest()
 
 
 def use_key(key: bytes) -> None:
     """Key every later digest with ``key`` (bytes; see ``load_key``)."""
-    global _inner, _outer
-    block = key if len(key) <= 64 else _sha256(key).digest()
-    block = block.ljust(64, b"\0")
-    _outer = _sha256(bytes(b ^ 0x5C for b in block))  # first: _inner set means both are
-    _inner = _sha256(bytes(b ^ 0x36 for b in block))
+    global _mac
+    _mac = hashlib.blake2b(key=mac_key(key), digest_size=32)
 
 
 def load_key(home: Path | None = None) -> bytes:
@@ -183,11 +187,11 @@ def _create_key_file(path: Path) -> str:
     return text
 
 
-def _keyed() -> tuple[Any, Any]:
-    """The inner and outer HMAC states, loading the key on first use. Never raises:
-    without a usable key, a per-process random key, with one warning."""
+def _keyed() -> Any:
+    """The keyed BLAKE2b state, loading the key on first use. Never raises: without a
+    usable key, a per-process random key, with one warning."""
     with _key_lock:
-        if _inner is None:
+        if _mac is None:
             try:
                 key = load_key()
             except (OSError, ValueError) as exc:
@@ -197,31 +201,22 @@ def _keyed() -> tuple[Any, Any]:
                     "or make $OTELMW_HOME writable", exc)
                 key = secrets.token_bytes(32)
             use_key(key)
-    return _inner, _outer
+    return _mac
 
 
 def _new_hash() -> Any:
-    """An HMAC inner state to feed data into (finish it with ``_hmac_hex``)."""
-    return (_inner if _inner is not None else _keyed()[0]).copy()
-
-
-def _hmac_hex(h: Any) -> str:
-    """Finish an HMAC whose inner state ``h`` has seen all the data."""
-    outer = _outer.copy()
-    outer.update(h.digest())
-    return str(outer.hexdigest())
+    """A fresh keyed hash to feed data into (finish it with ``hexdigest()``)."""
+    return (_mac if _mac is not None else _keyed()).copy()
 
 
 def _keyed_hex(data: Any) -> str:
-    h = (_inner if _inner is not None else _keyed()[0]).copy()
+    h = (_mac if _mac is not None else _keyed()).copy()
     h.update(data)
-    outer = _outer.copy()
-    outer.update(h.digest())
-    return str(outer.hexdigest())
+    return str(h.hexdigest())
 
 
 def _whole(data: Any) -> tuple[str, int]:
-    """The ``hmac-sha256:`` digest of a whole serialization, and its size."""
+    """The ``blake2b-keyed:`` digest of a whole serialization, and its size."""
     return WHOLE + _keyed_hex(data), len(data)
 
 
@@ -236,11 +231,9 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
     t = type(value)
     if (t is str or t is bytes) and len(value) <= 4096 and limit >= 16384:  # common case
         data = value.encode("utf-8", "surrogatepass") if t is str else value
-        h = (_inner if _inner is not None else _keyed()[0]).copy()  # _keyed_hex, inlined
+        h = (_mac if _mac is not None else _keyed()).copy()  # _keyed_hex, inlined
         h.update(data)
-        outer = _outer.copy()
-        outer.update(h.digest())
-        return WHOLE + outer.hexdigest(), len(data)
+        return WHOLE + h.hexdigest(), len(data)
     try:
         if t is dict or t is list:  # the common tool results: straight to the JSON path
             # Inlined copy of _json_digest's first case (one flat orjson encode, no
@@ -253,11 +246,9 @@ def digest(value: Any, max_bytes: int | None = None) -> tuple[str, int]:
                     shape = _JSON
                 else:
                     if len(data) <= limit:  # _keyed_hex, inlined
-                        h = (_inner if _inner is not None else _keyed()[0]).copy()
+                        h = (_mac if _mac is not None else _keyed()).copy()
                         h.update(data)
-                        outer = _outer.copy()
-                        outer.update(h.digest())
-                        return WHOLE + outer.hexdigest(), len(data)
+                        return WHOLE + h.hexdigest(), len(data)
             return _json_digest(value, limit, shape)
         return _digest(value, limit)
     except Exception:
@@ -282,7 +273,7 @@ def _digest(value: Any, limit: int) -> tuple[str, int]:
         for lo, hi in ((0, half), (n - half, n)):
             for start in range(lo, hi, 65536):
                 h.update(value[start:min(start + 65536, hi)].encode("utf-8", "surrogatepass"))
-        return SAMPLED + _hmac_hex(h), len(value)
+        return SAMPLED + h.hexdigest(), len(value)
     if t is bytes or t is bytearray or t is memoryview:
         return _bytes_digest(value, limit)
     if isinstance(value, BaseException):
@@ -307,7 +298,7 @@ def _bytes_digest(data: Any, limit: int) -> tuple[str, int]:
     h.update(f"{n}:".encode())
     h.update(mv[:half])
     h.update(mv[n - half:])
-    return SAMPLED + _hmac_hex(h), n
+    return SAMPLED + h.hexdigest(), n
 
 
 # What the bounded walks report about a JSON tree.
@@ -418,7 +409,7 @@ _JSON_KEY_TYPES = (str, int, float, bool, type(None))
 
 def _stream_digest(value: Any, limit: int) -> tuple[str, int]:
     """Digest of a big tree's canonical JSON, encoded piece by piece into the hash
-    and stopped at ``limit`` bytes (``hmac-sha256-prefix``). Short flat containers — rows,
+    and stopped at ``limit`` bytes (``blake2b-keyed-prefix``). Short flat containers — rows,
     64-item slices of long lists — are encoded whole by the C encoders, so a huge
     tree costs about one small encode per row, never a Python step per character.
     Raises ``TypeError`` for keys json cannot sort or convert (the caller converts
@@ -484,8 +475,8 @@ def _stream_digest(value: Any, limit: int) -> tuple[str, int]:
     try:
         emit(value)
     except _Full:
-        return PREFIX + _hmac_hex(h), -1
-    return WHOLE + _hmac_hex(h), size
+        return PREFIX + h.hexdigest(), -1
+    return WHOLE + h.hexdigest(), size
 
 
 def _flat_bytes(value: Any, shape: int) -> bytes:

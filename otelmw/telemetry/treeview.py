@@ -273,8 +273,10 @@ def render_list(summaries: list[TraceSummary], style: Style) -> list[str]:
 def _value(v: Any) -> str:
     if isinstance(v, list):
         return ",".join(printable(x) for x in v)
-    if isinstance(v, str) and v.startswith("hmac-sha256:") and len(v) > 29:
-        return printable(v[:21]) + "…"  # enough to tell digests apart
+    if isinstance(v, str) and v.startswith("blake2b-keyed"):  # -sampled:, -prefix: too
+        algorithm, _, hexdigest = v.partition(":")
+        if len(hexdigest) > 16:  # nine hex digits are enough to tell digests apart
+            return printable(f"{algorithm}:{hexdigest[:9]}") + "…"
     return printable(v)
 
 

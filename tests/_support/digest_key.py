@@ -1,10 +1,10 @@
-"""Digests recomputed as docs/telemetry.md says a user does: HMAC-SHA256 with the
-deployment's key (``OTELMW_DIGEST_KEY``, else ``$OTELMW_HOME/digest.key``)."""
+"""Digests recomputed as docs/telemetry.md says a user does: keyed BLAKE2b (32-byte
+digest) with the deployment's key (``OTELMW_DIGEST_KEY``, else
+``$OTELMW_HOME/digest.key``; a key longer than 64 bytes is first hashed with SHA-512)."""
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 from pathlib import Path
 
@@ -20,5 +20,9 @@ def deployment_key() -> bytes:
     return (home / "digest.key").read_text(encoding="utf-8").strip().encode()
 
 
-def keyed_hex(data: bytes) -> str:
-    return hmac.new(deployment_key(), data, hashlib.sha256).hexdigest()
+def keyed_hex(data: bytes, key: bytes | None = None) -> str:
+    """The documented keyed BLAKE2b of ``data`` (default key: the deployment's)."""
+    key = deployment_key() if key is None else key
+    if len(key) > 64:
+        key = hashlib.sha512(key).digest()
+    return hashlib.blake2b(data, key=key, digest_size=32).hexdigest()
