@@ -11,9 +11,11 @@ skips — or fails under ``CI=true``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from _support import telemetry_snapshot
 from _support.components import HOST_MODULES, env_hosts, require_host
 from _telemetry_fixtures import TelemetryHarness
 
@@ -28,6 +30,11 @@ def item_hosts(item: pytest.Item) -> frozenset[str]:
         raise pytest.UsageError(f"{item.nodeid}: unknown host(s) {sorted(unknown)} in "
                                 f"@pytest.mark.host; known: {sorted(HOST_MODULES)}")
     return names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(telemetry_snapshot.ENV):
+        telemetry_snapshot.install(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
