@@ -51,9 +51,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-import otelmw.contract as oc
-from otelmw.pipeline import Pipeline
-from otelmw.plugins import PluginManager
+import otelmw.core.contract as oc
+from otelmw.core.pipeline import Pipeline
+from otelmw.core.plugins import PluginManager
 from otelmw.telemetry.observer import TelemetryObserver
 
 REQUEST = {"model": "gpt-4o-mini", "temperature": 0.2, "max_tokens": 256,

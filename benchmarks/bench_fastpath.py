@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _harness as h
 
-from otelmw.pipeline import Pipeline
+from otelmw.core.pipeline import Pipeline
 
 ARGS = {"path": "/tmp/notes.txt", "offset": 0, "limit": 100}
 REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}

@@ -134,8 +134,8 @@ def install(config: str, tp: TracerProvider) -> None:
     if config == "floor":
         install_floor(tp)
     elif config == "otelmw":
+        from otelmw.core.pipeline import get_pipeline
         from otelmw.instrumentation.openai import OpenAIInstrumentor
-        from otelmw.pipeline import get_pipeline
         from otelmw.telemetry.observer import TelemetryObserver
 
         pipe = get_pipeline()

@@ -98,7 +98,7 @@ class Receiver:
 
 
 def setup(config: str) -> tuple[Any, Any, Receiver | None]:
-    from otelmw.pipeline import Pipeline
+    from otelmw.core.pipeline import Pipeline
 
     pipe = Pipeline()
     tp = rx = None

@@ -1,11 +1,13 @@
 """otelmw: the plugin-middleware contract for AI agents, made visible in OpenTelemetry.
 
-The core (contract, chain, results, hooks, plugins, pipeline) imports nothing
-from OpenTelemetry; ``otelmw.telemetry`` observes it through ``PipelineObserver``.
+The core (``otelmw.core``: contract, rewrites, execution chain, results, hooks,
+plugins, pipeline) imports nothing from OpenTelemetry; ``otelmw.telemetry``
+observes it through ``otelmw.core.seam.PipelineObserver``.
 """
 
-from .chain import NextCallReusedError
-from .contract import (
+import sys as _sys
+
+from .core.contract import (
     HOOK_NAMES,
     LLM_EXECUTION,
     LLM_REQUEST,
@@ -18,10 +20,11 @@ from .contract import (
     current_runtime_context,
     runtime_context,
 )
-from .memory import ListMemoryAdapter, MemoryAdapter
-from .pipeline import Pipeline, ToolArgumentsError, get_pipeline, parse_arguments
-from .plugins import PluginContext, PluginManager, get_plugin_manager, load_plugins
-from .results import (
+from .core.execution import NextCallReusedError
+from .core.memory import ListMemoryAdapter, MemoryAdapter
+from .core.pipeline import Pipeline, ToolArgumentsError, get_pipeline, parse_arguments
+from .core.plugins import PluginContext, PluginManager, get_plugin_manager, load_plugins
+from .core.results import (
     MiddlewareContext,
     MiddlewareRegistry,
     NormalizedToolResult,
@@ -34,6 +37,14 @@ from .results import (
 )
 
 __version__ = "0.1.0"
+
+# The modules' homes before ``otelmw.core`` existed stay importable (the same module
+# objects), so code written against ``otelmw.results`` and friends keeps working.
+for _name in ("contract", "failures", "hooks", "memory", "payloads", "pipeline", "plugins",
+              "registry", "results", "settings"):
+    _sys.modules[f"{__name__}.{_name}"] = globals()[_name] = _sys.modules[
+        f"{__name__}.core.{_name}"]
+del _name
 
 __all__ = [
     "HOOK_NAMES",

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import wrapt
 
-from . import settings as cfg
-from .settings import WrapTarget
+from .core import settings as cfg
+from .core.settings import WrapTarget
 
 logger = logging.getLogger("otelmw")
 
@@ -184,7 +184,7 @@ def instrument_all(settings: cfg.Settings | None = None) -> InstrumentationRepor
 def _configure_and_load_plugins() -> cfg.Settings:
     """Inside a running program: one warning per bad setting, which keeps its
     default; everything else is configured as asked."""
-    from .plugins import load_plugins
+    from .core.plugins import load_plugins
     from .telemetry.setup import configure
 
     settings = cfg.load(strict=False)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .plugins import PluginManager
+from .core.plugins import PluginManager
 from .terminal import Style, printable
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     if args.action == "enable" and not args.force:
         installed = sorted(manager.entry_points())
         if args.name not in installed:
-            from .settings import closest
+            from .core.settings import closest
 
             near = closest(args.name, installed)
             print(f"otelmw: error: no installed plugin {args.name!r} (entry-point group "
@@ -68,7 +68,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     # Validate every setting here, before the program starts: a typo is an error
     # (exit 2) where the user made it, not a warning inside their program.
-    from . import settings as cfg
+    from .core import settings as cfg
     from .main_script import command_for
 
     settings = cfg.load()

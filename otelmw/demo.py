@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .contract import runtime_context
-from .memory import ListMemoryAdapter
-from .pipeline import Pipeline
-from .plugins import PluginContext, PluginManager
-from .results import MiddlewareContext, NormalizedToolResult, RuntimeMiddlewareRegistry
+from .core.contract import runtime_context
+from .core.memory import ListMemoryAdapter
+from .core.pipeline import Pipeline
+from .core.plugins import PluginContext, PluginManager
+from .core.results import MiddlewareContext, NormalizedToolResult, RuntimeMiddlewareRegistry
 from .terminal import BOLD, Style
 
 DEMO_RUNTIME = "demo_harness"

@@ -22,9 +22,9 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import settings as cfg
 from .autoinstrument import interpreter_main, mark_unwrapped, wrap_target
-from .settings import WrapTarget
+from .core import settings as cfg
+from .core.settings import WrapTarget
 
 _PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
 

@@ -17,7 +17,7 @@ import logging
 import sys
 
 from .autoinstrument import InstrumentationReport
-from .settings import WrapTarget
+from .core.settings import WrapTarget
 from .telemetry import health
 from .telemetry.setup import Telemetry
 

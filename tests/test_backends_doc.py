@@ -18,8 +18,8 @@ from _cli_helpers import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 
-from otelmw import settings as cfg
 from otelmw.cli import build_parser
+from otelmw.core import settings as cfg
 from otelmw.telemetry.filestore import read_requests
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "backends.md"
@@ -29,7 +29,7 @@ NOT_OTELMW = {"GRAFANA_ADMIN_PASSWORD",  # docker-compose
               "OTEL_EXPORTER_OTLP_HEADERS"}  # read by the OpenTelemetry exporters
 
 APP = textwrap.dedent("""
-    from otelmw.pipeline import get_pipeline
+    from otelmw.core.pipeline import get_pipeline
 
     out = get_pipeline().run_llm(
         {"model": "m-1", "messages": []},

@@ -206,7 +206,7 @@ def test_host_class_instances_are_shared_as_they_are() -> None:
 def test_frozen_views_copy_and_pickle_as_plain_containers(kind: str) -> None:
     import pickle
 
-    from otelmw.payloads import freeze, thaw
+    from otelmw.core.payloads import freeze, thaw
 
     value = CONTAINERS[kind]()
     view = freeze({"v": value})["v"]

@@ -1,4 +1,4 @@
-"""Read-only payload views (``otelmw.payloads``): both freezing paths.
+"""Read-only payload views (``otelmw.core.payloads``): both freezing paths.
 
 ``freeze`` copies plain JSON trees without a cycle memo and falls back to the
 memoized walk for cycles, very deep trees, tuples and dict/list subclasses;
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from otelmw.payloads import EMPTY_LIST_VIEW, FrozenDict, FrozenList, freeze, thaw
+from otelmw.core.payloads import EMPTY_LIST_VIEW, FrozenDict, FrozenList, freeze, thaw
 
 
 def _containers(value: Any, seen: set[int] | None = None) -> list[Any]:

@@ -17,7 +17,7 @@ import pytest
 from _cli_helpers import otelmw as run_otelmw
 
 import otelmw
-import otelmw.plugins as plugins_mod
+import otelmw.core.plugins as plugins_mod
 from otelmw import Pipeline, PluginManager
 from otelmw.cli import main as cli_main
 

@@ -374,7 +374,7 @@ def test_bad_settings_under_auto_instrumentation_fall_back_instead_of_failing_th
         from otelmw.instrumentation.openai import OpenAIInstrumentor
         OpenAIInstrumentor().instrument()
         import openai
-        from otelmw.pipeline import get_pipeline
+        from otelmw.core.pipeline import get_pipeline
         obs = get_pipeline().observer
         print("OBSERVER", obs.hook_events, obs.layer_metrics, obs.content.on_spans)
     """)

@@ -37,7 +37,7 @@ AGENT = textwrap.dedent(r"""
     from pathlib import Path
 
     from otelmw import Pipeline
-    from otelmw.plugins import PluginManager
+    from otelmw.core.plugins import PluginManager
     from otelmw.telemetry import health, spool
     from otelmw.telemetry.setup import configure
 

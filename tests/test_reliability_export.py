@@ -34,7 +34,7 @@ COLLECTOR_LIMIT = 4 * 1024 * 1024  # gRPC's (and the Collector's) default receiv
 HEAVY = textwrap.dedent("""
     import json, os, sys
     from otelmw import Pipeline, RuntimeMiddlewareRegistry
-    from otelmw.results import NormalizedToolResult
+    from otelmw.core.results import NormalizedToolResult
     from otelmw.telemetry import health
     from otelmw.telemetry.setup import configure
 

@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelmw import HOOK_NAMES, NextCallReusedError, Pipeline
-from otelmw.registry import Layer, make_layer
+from otelmw.core.registry import Layer, make_layer
 from otelmw.telemetry.content import ContentPolicy
 
 EXAMPLES = int(os.environ.get("OTELMW_HOSTILE_EXAMPLES", "2500"))
@@ -431,7 +431,7 @@ def test_hypothesis_example_budget() -> None:
 HOSTILE_PROGRAM = textwrap.dedent(r"""
     import asyncio, decimal, json, os, sys, time
     from otelmw import Pipeline, RuntimeMiddlewareRegistry
-    from otelmw.results import NormalizedToolResult
+    from otelmw.core.results import NormalizedToolResult
     from otelmw.telemetry import health
     from otelmw.telemetry.setup import configure
 
@@ -675,7 +675,7 @@ def _catalogue() -> Iterator[tuple[str, Any]]:
 
 
 def test_digest_render_normalize_never_raise_and_stay_bounded() -> None:
-    from otelmw.results import MiddlewareContext, PassThroughMiddleware
+    from otelmw.core.results import MiddlewareContext, PassThroughMiddleware
     from otelmw.telemetry.content import ContentPolicy
     from otelmw.telemetry.digests import digest
 

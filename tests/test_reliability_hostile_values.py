@@ -338,7 +338,7 @@ def test_empty_or_hostile_arguments_are_an_empty_object(pipe: Pipeline, args: An
 HUGE_PROGRAM = r"""
 import json, sys
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
-from otelmw.results import NormalizedToolResult
+from otelmw.core.results import NormalizedToolResult
 from otelmw.telemetry import health
 from otelmw.telemetry.setup import configure
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from otelmw import ListMemoryAdapter, Pipeline
-from otelmw.results import (
+from otelmw.core.results import (
     MiddlewareContext,
     NormalizedToolResult,
     PassThroughMiddleware,

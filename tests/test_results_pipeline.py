@@ -21,7 +21,7 @@ import pytest
 
 import otelmw
 from otelmw import ListMemoryAdapter, Pipeline, runtime_context
-from otelmw.results import (
+from otelmw.core.results import (
     MiddlewareContext,
     NormalizedToolResult,
     PassThroughMiddleware,

@@ -2,7 +2,7 @@
 
 Each test states one row or rule of
 ``shared/reference/runtime-tool-result-middleware.md`` (PraisonAI's runtime tool
-result middleware), as implemented by ``otelmw.results``.
+result middleware), as implemented by ``otelmw.core.results``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from otelmw.results import (
+from otelmw.core.results import (
     MiddlewareContext,
     NormalizedToolResult,
     PassThroughMiddleware,
@@ -522,16 +522,16 @@ def _params(fn: Any) -> list[tuple[str, Any, Any]]:
 
 @pytest.mark.host("praisonai")
 def test_results_defines_every_name_of_praisonai_runtime_middleware() -> None:
-    import otelmw.results
+    import otelmw.core.results
 
     theirs = _praisonai_public_names()
     assert {"MiddlewareRegistry", "PassThroughMiddleware", "NormalizedToolResult",
             "MiddlewareContext", "RuntimeToolResultMiddleware", "get_middleware",
             "register_middleware", "get_default_middleware_registry"} <= set(theirs)
-    missing = sorted(n for n in theirs if not hasattr(otelmw.results, n))
+    missing = sorted(n for n in theirs if not hasattr(otelmw.core.results, n))
     assert missing == []
     import otelmw
-    assert otelmw.MiddlewareRegistry is otelmw.results.MiddlewareRegistry
+    assert otelmw.MiddlewareRegistry is otelmw.core.results.MiddlewareRegistry
 
 
 @pytest.mark.host("praisonai")
@@ -540,10 +540,10 @@ def test_results_defines_every_name_of_praisonai_runtime_middleware() -> None:
                                   "RuntimeToolResultMiddleware", "get_middleware",
                                   "register_middleware", "get_default_middleware_registry"])
 def test_results_name_has_praisonai_shape(name: str) -> None:
-    import otelmw.results
+    import otelmw.core.results
 
     theirs = _praisonai_public_names()[name]
-    ours = getattr(otelmw.results, name)
+    ours = getattr(otelmw.core.results, name)
     if inspect.isfunction(theirs):
         assert _params(ours) == _params(theirs)
         return
@@ -571,7 +571,7 @@ def test_results_name_has_praisonai_shape(name: str) -> None:
 @pytest.mark.host("praisonai")
 def test_passthrough_defaults_are_praisonai_defaults() -> None:
     theirs = _praisonai_public_names()
-    import otelmw.results as ours
+    import otelmw.core.results as ours
 
     assert ours.PassThroughMiddleware().runtime_id == theirs["PassThroughMiddleware"]().runtime_id
     for module in (ours, None):

@@ -337,8 +337,8 @@ def test_wrap_spec_without_kind_is_an_error_at_start(app: Path) -> None:
 ])
 def test_only_python_running_a_targeted_script_goes_through_main_script(
         command: list[str], expected: list[str] | None) -> None:
+    from otelmw.core.settings import WrapTarget
     from otelmw.main_script import command_for
-    from otelmw.settings import WrapTarget
 
     targets = [WrapTarget("my_agent", "call_model", "llm"), WrapTarget("lib", "f", "tool")]
     assert command_for(command, targets) == (command if expected is None else expected)

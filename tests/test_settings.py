@@ -22,7 +22,7 @@ from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 import otelmw
-from otelmw import settings as cfg
+from otelmw.core import settings as cfg
 from otelmw.telemetry.filestore import read_requests
 from otelmw.telemetry.treeview import spans_from_requests
 
@@ -33,7 +33,7 @@ DOCS = ROOT.parent / "docs" / "telemetry.md"
 
 # A program using only otelmw's pipeline API (no configure()): one chat span.
 APP = textwrap.dedent("""
-    from otelmw.pipeline import get_pipeline
+    from otelmw.core.pipeline import get_pipeline
 
     pipe = get_pipeline()
     out = pipe.run_llm({"model": "m-1", "messages": []},
@@ -153,7 +153,7 @@ def test_only_the_settings_module_reads_the_environment() -> None:
             names = _environment_reads(ast.parse(path.read_text()))
             if names:
                 readers[str(path.relative_to(ROOT))] = names
-    assert readers == {}, "read these through otelmw.settings"
+    assert readers == {}, "read these through otelmw.core.settings"
     # ... and the check itself sees a read when there is one
     assert _environment_reads(ast.parse("os.environ.get('OTELMW_X'); os.getenv('OTEL_Y')")) == [
         "OTELMW_X", "OTEL_Y"]

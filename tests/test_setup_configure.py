@@ -29,7 +29,7 @@ PROGRAM = textwrap.dedent("""
 
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
-    from otelmw.plugins import PluginManager
+    from otelmw.core.plugins import PluginManager
     from otelmw.telemetry.setup import configure
 
     pipeline, memory = build_demo_pipeline()
@@ -281,7 +281,7 @@ def test_configure_is_idempotent(rx: OtlpReceiver, tmp_path: Path) -> None:
     env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint)
     code = textwrap.dedent("""
         import json
-        from otelmw.pipeline import get_pipeline
+        from otelmw.core.pipeline import get_pipeline
         from otelmw.telemetry import setup
 
         first = setup.configure()

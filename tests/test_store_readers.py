@@ -26,7 +26,7 @@ SPANS_PER_TURN = 22
 TWO_BATCHES = textwrap.dedent("""
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
-    from otelmw.plugins import PluginManager
+    from otelmw.core.plugins import PluginManager
     from otelmw.telemetry.setup import configure
     import tempfile
     from pathlib import Path

@@ -480,7 +480,7 @@ def test_long_lived_thread_started_in_a_turn_does_not_parent_later_turns(
 def test_turn_started_on_one_thread_finished_on_another(h: TelemetryHarness) -> None:
     """``Turn.start()`` on thread X, ``finish()`` on thread Y: X's later calls are
     not in the finished turn's trace, and X's context is back to what it was."""
-    import otelmw.contract as c
+    import otelmw.core.contract as c
 
     p = h.pipeline
     before_otel, before_rc = otel_context.get_current(), c.current_runtime_context()

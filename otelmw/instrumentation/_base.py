@@ -16,7 +16,7 @@ import wrapt
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from ..pipeline import current_llm_call, get_pipeline
+from ..core.pipeline import current_llm_call, get_pipeline
 
 logger = logging.getLogger("otelmw")
 T = TypeVar("T")
@@ -33,7 +33,7 @@ def ensure_observer() -> None:
     pipe = get_pipeline()
     if pipe.observer is not None:
         return
-    from .. import settings as cfg
+    from ..core import settings as cfg
     from ..telemetry.content import ContentPolicy
     from ..telemetry.observer import TelemetryObserver
 

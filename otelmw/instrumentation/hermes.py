@@ -21,18 +21,18 @@ from typing import Any, NamedTuple
 import wrapt
 from opentelemetry import context as otel_context
 
-from .. import contract as c
-from .. import observe as o
-from .. import settings as cfg
-from ..callstate import reset_current_llm_call, set_current_llm_call
-from ..failures import HOOK, INSTRUMENTATION, MIDDLEWARE, describe, safe_str
-from ..payloads import changed_keys
-from ..pipeline import current_llm_call, get_pipeline
-from ..registry import Layer, make_layer
-from ..results import TOOL_ERROR_PREFIX, MiddlewareContext, NormalizedToolResult
+from ..core import contract as c
+from ..core import seam as o
+from ..core import settings as cfg
+from ..core.callstate import reset_current_llm_call, set_current_llm_call
+from ..core.failures import HOOK, INSTRUMENTATION, MIDDLEWARE, describe, safe_str
+from ..core.payloads import changed_keys
+from ..core.pipeline import current_llm_call, get_pipeline
+from ..core.registry import Layer, make_layer
+from ..core.results import TOOL_ERROR_PREFIX, MiddlewareContext, NormalizedToolResult
+from ..core.tool_calls import BLOCKED_KEY
 from ..telemetry import context as tctx
 from ..telemetry.context import safe_detach, uninstrument_threads
-from ..tool_calls import BLOCKED_KEY
 from ._base import OtelmwInstrumentor, Wrapper, ensure_observer, server_of
 
 RUNTIME_ID = AGENT_NAME = "hermes"

@@ -31,9 +31,9 @@ from typing import Any
 
 import wrapt
 
-from .. import contract as c
-from ..failures import INSTRUMENTATION, describe
-from ..pipeline import Turn, current_llm_call, get_pipeline
+from ..core import contract as c
+from ..core.failures import INSTRUMENTATION, describe
+from ..core.pipeline import Turn, current_llm_call, get_pipeline
 from ._base import OtelmwInstrumentor, Wrapper, server_of
 
 _CHAT = "praisonaiagents.agent.chat_mixin"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import settings as cfg
+from ..core import settings as cfg
 from .digests import _json_default
 
 _RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_default)

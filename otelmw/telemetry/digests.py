@@ -63,7 +63,7 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from .. import settings as cfg
+from ..core import settings as cfg
 
 try:  # optional at import (a dependency of the package): only an accelerator
     import orjson as _orjson

@@ -36,7 +36,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .. import settings as cfg
+from ..core import settings as cfg
 
 try:  # POSIX: the lock that keeps a live writer's file from being pruned
     import fcntl

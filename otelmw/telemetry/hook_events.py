@@ -12,9 +12,9 @@ from typing import Any
 
 from opentelemetry import _logs
 
-from .. import settings as cfg
-from ..contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
-from ..results import NormalizedToolResult
+from ..core import settings as cfg
+from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
+from ..core.results import NormalizedToolResult
 from . import attributes as a
 from .content import redact
 from .observer_core import ObserverCore, digest_once

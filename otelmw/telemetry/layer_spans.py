@@ -11,10 +11,10 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from .. import settings as cfg
-from ..contract import CallInfo
-from ..observe import FAILED, REWRITTEN, UNCHANGED
-from ..registry import Layer
+from ..core import settings as cfg
+from ..core.contract import CallInfo
+from ..core.registry import Layer
+from ..core.seam import FAILED, REWRITTEN, UNCHANGED
 from . import attributes as a
 from .context import raw_detach as _detach
 from .observer_core import (

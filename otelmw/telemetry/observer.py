@@ -1,6 +1,6 @@
 """``TelemetryObserver``: the pipeline made visible as spans, metrics and log events.
 
-Implements ``otelmw.observe.PipelineObserver``; assembled from the operation
+Implements ``otelmw.core.seam.PipelineObserver``; assembled from the operation
 spans here, ``layer_spans.LayerSpans`` (rewrites, wrappers) and
 ``hook_events.HookEvents`` (hook log records). Hot-path rules: ``start_span`` +
 attach/detach (no generator context managers), a concrete tracer fetched once,
@@ -18,9 +18,9 @@ from opentelemetry import _logs, metrics, trace
 from opentelemetry.trace import SpanKind
 
 from .. import __version__
-from ..contract import CallInfo, RuntimeContext
-from ..failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
-from ..results import NormalizedToolResult
+from ..core.contract import CallInfo, RuntimeContext
+from ..core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
+from ..core.results import NormalizedToolResult
 from . import attributes as a
 from .content import ContentPolicy
 from .context import end_current, restore_context, safe_detach
@@ -104,7 +104,7 @@ class TelemetryObserver(LayerSpans, HookEvents):
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
         self.inst = Instruments(self.meter)
         self.content = content if content is not None else ContentPolicy.from_env()
-        # Which hook firings become log records (read by ``otelmw.hooks``).
+        # Which hook firings become log records (read by ``otelmw.core.hooks``).
         self.hook_events = hook_events_mode(hook_events)
         self.layer_metrics = middleware_metrics_on(middleware_metrics)
         self._layers = {}

@@ -10,9 +10,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from ..contract import CallInfo
-from ..failures import INSTRUMENTATION, FailureLog, describe
-from ..registry import Layer
+from ..core.contract import CallInfo
+from ..core.failures import INSTRUMENTATION, FailureLog, describe
+from ..core.registry import Layer
 from . import attributes as a
 from .content import ContentPolicy
 from .digests import digest

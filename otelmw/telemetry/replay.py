@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from .. import settings as cfg
+from ..core import settings as cfg
 from .filestore import (
     SkippedLine,
     StoredRequest,

@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from .. import settings as cfg
-from ..pipeline import Pipeline, get_pipeline
+from ..core import settings as cfg
+from ..core.pipeline import Pipeline, get_pipeline
 from . import export_bound, health, lifecycle, spool
 from .content import ContentPolicy
 from .context import instrument_threads
@@ -281,7 +281,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
     """Set up OpenTelemetry for otelmw and install the telemetry observer.
 
     Idempotent: a second call returns the first result. ``settings`` default to
-    ``otelmw.settings.load()`` of the environment, which raises ``ValueError`` on
+    ``otelmw.core.settings.load()`` of the environment, which raises ``ValueError`` on
     an invalid value (naming the variable, the value and what is allowed) before
     anything is installed; auto-instrumentation passes leniently loaded settings.
     """

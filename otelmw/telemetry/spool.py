@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from .. import settings as cfg
+from ..core import settings as cfg
 
 logger = logging.getLogger("otelmw")
 

@@ -37,7 +37,7 @@ def broken(city: str) -> str:
 def register_normalizers() -> None:
     from praisonaiagents.runtime import register_middleware as praison_register
 
-    from otelmw.results import NormalizedToolResult, register_middleware
+    from otelmw.core.results import NormalizedToolResult, register_middleware
 
     class Acme:
         runtime_id = "acme"
@@ -126,9 +126,9 @@ def sdk_resources(agent: Any) -> list[Any]:
 
 def main() -> None:
     from otelmw import get_pipeline
+    from otelmw.core.pipeline import Pipeline
     from otelmw.instrumentation.openai import OpenAIInstrumentor
     from otelmw.instrumentation.praisonai import PraisonAIInstrumentor
-    from otelmw.pipeline import Pipeline
     from otelmw.telemetry import configure
 
     tel = configure(service_name="praisonai-host-test")

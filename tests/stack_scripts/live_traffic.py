@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from otelmw.core.plugins import PluginContext, PluginManager
+from otelmw.core.results import MiddlewareContext, NormalizedToolResult
 from otelmw.demo import (
     DEMO_MODEL,
     DEMO_RUNTIME,
@@ -39,8 +41,6 @@ from otelmw.demo import (
     register_demo_plugins,
     run_agent,
 )
-from otelmw.plugins import PluginContext, PluginManager
-from otelmw.results import MiddlewareContext, NormalizedToolResult
 from otelmw.telemetry.setup import configure
 
 BROKEN_RUNTIME = "live_broken_runtime"

@@ -12,7 +12,10 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .registry import Layer
 
 logger = logging.getLogger("otelmw")
 
@@ -113,3 +116,19 @@ class FailureLog:
 
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}: {safe_str(exc)}"
+
+
+class AsyncMiddlewareInSyncCallError(TypeError):
+    """An ``async def`` callback was registered but the host call is synchronous."""
+
+
+def record_middleware_failure(
+    failures: FailureLog, layer: Layer, phase: str, exc: BaseException | None, msg: str,
+    provided: Any = (),
+) -> None:
+    """Count and warn once: a middleware callback failed (fail-open)."""
+    if exc is not None:
+        hint = signature_mismatch_hint(exc, provided)
+        msg = f"{msg}: {describe(exc)}" + (f" ({hint})" if hint else "")
+    failures.record(MIDDLEWARE, layer.kind, layer.name, msg, exc,
+                    signature=(phase, type(exc).__name__ if exc else msg, safe_str(exc)[:200]))

@@ -22,9 +22,9 @@ from .embedding_calls import EmbeddingCalls
 from .failures import FailureLog
 from .llm_calls import LLMCalls
 from .memory import MemoryAdapter
-from .observe import PipelineObserver
 from .registry import MiddlewareRegistry
 from .results import RuntimeMiddlewareRegistry, get_default_middleware_registry
+from .seam import PipelineObserver
 from .tool_calls import ToolArgumentsError, ToolCalls, parse_arguments
 
 __all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pipeline",

@@ -19,8 +19,8 @@ from typing import Any
 from .callstate import discard_awaitable
 from .contract import CallInfo
 from .failures import HOOK, FailureLog, describe, signature_mismatch_hint
-from .observe import PipelineObserver
 from .registry import Layer
+from .seam import PipelineObserver
 
 
 def _record(failures: FailureLog, layer: Layer, message: str, exc: BaseException | None,

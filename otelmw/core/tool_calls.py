@@ -15,11 +15,10 @@ from .callstate import (
     isawaitable,
     timed_terminal_for,
 )
-from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
+from .execution import arun_execution, run_execution
 from .failures import MEMORY, FailureLog, describe
 from .hooks import afire_hooks, all_hook_events, block_message, fire_hooks, first, plain_string
 from .memory import MemoryAdapter
-from .observe import PipelineObserver
 from .payloads import freeze
 from .registry import MiddlewareRegistry
 from .results import (
@@ -31,6 +30,8 @@ from .results import (
     normalize_result,
     passthrough_result,
 )
+from .rewrites import arun_rewrites, run_rewrites
+from .seam import PipelineObserver
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
 

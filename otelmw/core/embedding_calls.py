@@ -8,7 +8,7 @@ from typing import Any
 
 from . import contract as c
 from .callstate import isawaitable
-from .observe import PipelineObserver
+from .seam import PipelineObserver
 
 
 class EmbeddingCalls:

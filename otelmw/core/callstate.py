@@ -11,7 +11,7 @@ from . import contract as c
 from .payloads import FrozenDict, thaw
 
 if TYPE_CHECKING:
-    from .observe import PipelineObserver
+    from .seam import PipelineObserver
 
 # The id of the latest LLM request in this task/thread, given to the tool calls
 # it produced (``api_request_id`` in tool middleware and hook payloads).

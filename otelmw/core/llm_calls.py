@@ -15,16 +15,17 @@ from .callstate import (
     isawaitable,
     llm_terminal_for,
 )
-from .chain import arun_execution, arun_rewrites, run_execution, run_rewrites
+from .execution import arun_execution, run_execution
 from .failures import FailureLog, safe_str
 from .hooks import afire_hooks, all_hook_events, fire_hooks
 from .memory import MemoryAdapter
-from .observe import PipelineObserver
 from .payloads import freeze
 from .registry import MiddlewareRegistry
 from .results import (
     RuntimeMiddlewareRegistry,
 )
+from .rewrites import arun_rewrites, run_rewrites
+from .seam import PipelineObserver
 
 
 class LLMCalls:

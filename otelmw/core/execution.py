@@ -1,11 +1,7 @@
-"""Request-rewrite stage and nested execution chain, sync and async twins.
+"""The nested execution chain (``llm_execution``/``tool_execution``), sync and async twins.
 
 Rules (from the plugin-middleware contract, tightened):
 
-* Request callbacks run in registration order and see the effective payload so
-  far plus the untouched original, both as read-only views. ``{"request": ...}``
-  / ``{"args": ...}`` (+ optional ``source``/``reason``) replaces the payload and
-  adds a trace entry; ``None`` is no change; anything else is a failure.
 * Execution callbacks nest in registration order (first is outermost) and get a
   single-use ``next_call``. Raising before ``next_call`` skips the layer;
   raising after it returned keeps the downstream result; a downstream failure
@@ -21,168 +17,22 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from . import observe as o
+from . import seam as o
 from .callstate import discard_awaitable
-from .contract import ORIGINAL_KEY, PAYLOAD_KEY, CallInfo, make_trace_entry
-from .failures import MIDDLEWARE, FailureLog, describe, safe_str, signature_mismatch_hint
-from .observe import PipelineObserver
-from .payloads import changed_keys, freeze
+from .contract import CallInfo
+from .failures import (
+    MIDDLEWARE,
+    AsyncMiddlewareInSyncCallError,
+    FailureLog,
+    describe,
+    record_middleware_failure,
+)
 from .registry import Layer
-
-_TRACE_KEYS = frozenset({"source", "reason", "name"})
-_NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
+from .seam import PipelineObserver
 
 
 class NextCallReusedError(RuntimeError):
     """Raised inside a middleware that calls ``next_call`` a second time."""
-
-
-class AsyncMiddlewareInSyncCallError(TypeError):
-    """An ``async def`` callback was registered but the host call is synchronous."""
-
-
-def _check_rewrite(kind: str, key: str, ret: Any) -> str | None:
-    """None when ``ret`` is a valid complete replacement, else why it is not."""
-    # ``dict``'s own methods, not the returned object's: a dict subclass's
-    # overrides are middleware code that must not run (or raise) here.
-    if not isinstance(ret, dict):
-        return f"returned {type(ret).__name__}; expected None or {{{key!r}: {{...}}}}"
-    if not dict.__contains__(ret, key):
-        return f"returned a dict without {key!r} (partial patches are not accepted)"
-    extra = [k for k in dict.keys(ret)
-             if not (type(k) is str and (k == key or k in _TRACE_KEYS))]
-    if extra:
-        return f"returned unexpected keys {sorted(map(safe_str, extra))} (partial patch?)"
-    value = dict.__getitem__(ret, key)
-    if not isinstance(value, dict):
-        return f"{key!r} must be a dict, got {type(value).__name__}"
-    return None
-
-
-def _trace_text(ret: dict[str, Any], key: str) -> str | None:
-    value = dict.get(ret, key)
-    return str.__str__(value) if isinstance(value, str) else None
-
-
-def _fail(
-    failures: FailureLog, layer: Layer, phase: str, exc: BaseException | None, msg: str,
-    provided: Any = (),
-) -> None:
-    if exc is not None:
-        hint = signature_mismatch_hint(exc, provided)
-        msg = f"{msg}: {describe(exc)}" + (f" ({hint})" if hint else "")
-    failures.record(MIDDLEWARE, layer.kind, layer.name, msg, exc,
-                    signature=(phase, type(exc).__name__ if exc else msg, safe_str(exc)[:200]))
-
-
-class RewriteStep:
-    """Bookkeeping of a request stage once a callback returned something or raised
-    (shared by the sync and async stages); the usual all-``None`` stage never
-    builds one."""
-
-    __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
-
-    def __init__(self, kind: str, key: str, call: CallInfo, current: Any,
-                 kw: dict[str, Any], obs: PipelineObserver | None,
-                 failures: FailureLog) -> None:
-        self.kind, self.key, self.call, self.current, self.kw, self.obs, self.failures = (
-            kind, key, call, current, kw, obs, failures)
-
-    def finish(self, layer: Layer, token: Any, ret: Any, exc: BaseException | None) -> None:
-        outcome, keys, source, reason = o.UNCHANGED, _NO_KEYS, None, None
-        if exc is not None:
-            outcome = o.FAILED
-            _fail(self.failures, layer, "raise", exc, "request middleware raised", self.kw)
-        elif ret is not None:
-            try:
-                problem = _check_rewrite(self.kind, self.key, ret)
-                if problem is None:
-                    new = freeze(dict.__getitem__(ret, self.key))
-                    source, reason = _trace_text(ret, "source"), _trace_text(ret, "reason")
-            except Exception as e:  # a key whose __eq__/__hash__/__str__ raises
-                problem = f"unusable return value: {describe(e)}"
-            if problem is not None:
-                outcome = o.FAILED
-                _fail(self.failures, layer, "shape", None, f"bad return shape: {problem}")
-            else:
-                keys = changed_keys(self.current, new)
-                self.current = self.kw[self.key] = new
-                outcome = o.REWRITTEN
-                self.call.middleware_trace.append(
-                    make_trace_entry(self.kind, layer.name, layer.plugin, source, reason))
-        if self.obs is not None:
-            self.obs.rewrite_finished(self.call, token, outcome, keys, source, reason, exc)
-
-
-def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
-                 exc: BaseException) -> None:
-    """A request callback raised a BaseException (interrupt, exit, cancellation):
-    not a middleware failure, it propagates; the layer's span still ends."""
-    if obs is not None:
-        obs.rewrite_finished(call, token, o.ERROR, _NO_KEYS, None, None, exc)
-
-
-def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                 original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
-                 failures: FailureLog) -> Any:
-    """Apply request middleware; returns the effective (frozen) payload."""
-    key = PAYLOAD_KEY[kind]
-    kw = base_kw
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
-    step: RewriteStep | None = None
-    for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
-        err: BaseException | None = None
-        try:
-            ret = layer.callback(**kw)
-            if ret is not None and inspect.isawaitable(ret):
-                discard_awaitable(ret)
-                raise AsyncMiddlewareInSyncCallError(
-                    "async request middleware cannot run in a synchronous call")
-        except Exception as exc:
-            ret, err = None, exc
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: propagate, end the span
-            _interrupted(obs, call, token, exc)
-            raise
-        if ret is None and err is None:  # unchanged: only the observer needs to hear it
-            if obs is not None:
-                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
-            continue
-        if step is None:
-            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
-        step.finish(layer, token, ret, err)
-    return payload if step is None else step.current
-
-
-async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                        original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
-                        failures: FailureLog) -> Any:
-    key = PAYLOAD_KEY[kind]
-    kw = base_kw
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
-    step: RewriteStep | None = None
-    for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
-        err: BaseException | None = None
-        try:
-            ret = layer.callback(**kw)
-            if inspect.isawaitable(ret):
-                ret = await ret
-        except Exception as exc:
-            ret, err = None, exc
-        except BaseException as exc:  # CancelledError too
-            _interrupted(obs, call, token, exc)
-            raise
-        if ret is None and err is None:
-            if obs is not None:
-                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
-            continue
-        if step is None:
-            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
-        step.finish(layer, token, ret, err)
-    return payload if step is None else step.current
 
 
 # Per-frame state of next_call: 0 not called, 1 running, 2 returned, 3 raised.
@@ -215,11 +65,13 @@ def _on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: never swallowed
         return o.ERROR
     if state == _RETURNED:
-        _fail(failures, layer, "after", exc, "execution middleware raised after next_call")
+        record_middleware_failure(
+            failures, layer, "after", exc, "execution middleware raised after next_call")
         return o.FAILED_AFTER_NEXT
     if isinstance(exc, RecursionError):  # the stack ran out: unwind to run_execution
         return o.ERROR
-    _fail(failures, layer, "before", exc, "execution middleware raised before next_call", kw)
+    record_middleware_failure(
+        failures, layer, "before", exc, "execution middleware raised before next_call", kw)
     return o.FAILED_BEFORE_NEXT
 
 
