@@ -425,12 +425,19 @@ class Settings:
     """Every registered setting's value, read once; ``settings[SETTING]``."""
 
     values: Mapping[str, Any]
-    given: frozenset[str] = frozenset()  # names set (validly) in the environment
+    # names set (validly) in the environment, or by ``with_value`` (an argument)
+    given: frozenset[str] = frozenset()
     problems: tuple[str, ...] = field(default=())  # lenient load: what fell back
 
     def __getitem__(self, setting: Setting[T]) -> T:
         value: T = self.values[setting.name]
         return value
+
+    def with_value(self, setting: Setting[T], value: T) -> Settings:
+        """A copy with ``setting`` at ``value``: what a caller's argument (``configure()``'s
+        keyword arguments) makes of the environment's setting."""
+        return Settings(MappingProxyType({**self.values, setting.name: value}),
+                        self.given | {setting.name}, self.problems)
 
     def is_set(self, setting: Setting[Any]) -> bool:
         return setting.name in self.given

@@ -101,6 +101,9 @@ def default_redactor(text: str) -> str:
 
 
 Redactor = Callable[[str], str]
+# Process-wide, not a setting: the redactor the program installed with the public
+# ``set_redactor`` (at any time, before or after ``configure()``); every capture,
+# error description and middleware reason of the process passes through it.
 _redactor: Redactor = default_redactor
 
 

@@ -128,11 +128,19 @@ def _thread_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return run_carried(carried, wrapped, *args, **kwargs)
 
 
+# Process-wide runtime state, not a setting: whether the thread patches are in place
+# (``threads_instrumented()``), and the lock that makes installing them idempotent.
 _lock = threading.Lock()
 _installed = False
 # Enter the carried context around what calls ``run()``, so Thread subclasses
 # that override ``run`` are covered too (wrapping ``Thread.run`` misses them).
 _THREAD_RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"
+
+
+def threads_instrumented() -> bool:
+    """Whether ``instrument_threads`` has patched ``ThreadPoolExecutor`` and
+    ``threading.Thread`` in this process (and ``uninstrument_threads`` not undone it)."""
+    return _installed
 
 
 def instrument_threads() -> None:

@@ -130,7 +130,9 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 # Keyed BLAKE2b: the key is absorbed once into ``_mac`` (its first block compressed);
 # a digest is one ``copy()`` of it, the data and the final block: no key processing
 # and, unlike HMAC, no second hash per digest (which doubles a small digest's cost).
-# ``None`` until the first digest (or ``use_key``).
+# ``None`` until the first digest (or ``use_key``). Process-wide runtime state, not a
+# setting handed down: the key is the deployment's (every process of it agrees), and
+# the public ``digest()`` must give what the observer exported without ``configure()``.
 _mac: Any = None
 _key_lock = threading.Lock()
 

@@ -4,9 +4,10 @@ A collector refuses a whole request above its receive limit (gRPC's default is
 4 MiB: ``Received message larger than max``), so a batch of 512 heavy spans — 32
 metadata strings of 256 characters each, well within otelmw's documented bounds —
 used to cost the whole batch. The export guard splits each batch into requests
-whose protobuf encoding stays under ``MAX_REQUEST_BYTES`` (``OTELMW_EXPORT_MAX_BYTES``,
-default 3 MiB). Sizes are estimated from above without encoding (string lengths
-plus the worst-case protobuf framing of each field), one pass over each item.
+whose protobuf encoding stays under the bound it was given (``configure()`` hands it
+``OTELMW_EXPORT_MAX_BYTES``, default 3 MiB). Sizes are estimated from above without
+encoding (string lengths plus the worst-case protobuf framing of each field), one pass
+over each item.
 
 A span that alone exceeds a quarter of the bound is shrunk: every string cut to
 ``SHRUNK_TEXT`` characters, events and links kept while they fit, and marked
@@ -19,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from ..core import settings as cfg
 from .attributes import OTELMW_EXPORT_TRUNCATED as TRUNCATED
 
-MAX_REQUEST_BYTES = 3 * 1024 * 1024  # configure() sets OTELMW_EXPORT_MAX_BYTES
+DEFAULT_MAX_REQUEST_BYTES: int = cfg.EXPORT_MAX_BYTES.default
 SHRUNK_TEXT = 256
 
 # Upper bounds of the protobuf framing (tags, length varints, fixed fields).
@@ -118,12 +120,12 @@ class Split(NamedTuple):
 
 
 def split(sized: Sequence[tuple[Any, int]], size_of: Callable[[Any], int],
-          shrink: Callable[[Any], Any] | None, limit: int | None = None) -> Split:
+          shrink: Callable[[Any, int], Any] | None,
+          limit: int = DEFAULT_MAX_REQUEST_BYTES) -> Split:
     """The ``(item, estimated size)`` pairs' items in order, cut where the next item
-    would take the request over ``limit`` (default ``MAX_REQUEST_BYTES``); an item
-    above a quarter of the limit is shrunk (``shrink``, then sized with ``size_of``)
-    or, when that is not enough or not possible, set apart."""
-    limit = MAX_REQUEST_BYTES if limit is None else limit
+    would take the request over ``limit``; an item above a quarter of the limit is
+    shrunk (``shrink(item, quarter)``, then sized with ``size_of``) or, when that is
+    not enough or not possible, set apart."""
     if not sized:
         return Split([], [])
     overhead = _request_overhead(sized[0][0])
@@ -137,7 +139,7 @@ def split(sized: Sequence[tuple[Any, int]], size_of: Callable[[Any], int],
     scope = ("", "")
     for item, n in sized:
         if n > item_limit:
-            shrunk = shrink(item) if shrink is not None else None
+            shrunk = shrink(item, item_limit) if shrink is not None else None
             n = size_of(shrunk) if shrunk is not None else 0
             if shrunk is None or n > item_limit:
                 too_large.append(item)
@@ -169,14 +171,13 @@ def _short(value: Any) -> Any:
     return value
 
 
-def shrink_span(span: Any) -> Any:
+def shrink_span(span: Any, budget: int) -> Any:
     """A copy of ``span`` with every string cut to ``SHRUNK_TEXT`` characters and
-    events/links kept (in order) while the span stays within a quarter of the
-    bound; marked ``otelmw.export.truncated``."""
+    events/links kept (in order) while the span stays within ``budget`` bytes (a
+    quarter of the request bound); marked ``otelmw.export.truncated``."""
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.trace import Link, Status
 
-    budget = max(1, MAX_REQUEST_BYTES // 4)
     attrs = _short(dict(span.attributes or {}))
     attrs[TRUNCATED] = True
     status = span.status

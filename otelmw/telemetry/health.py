@@ -8,8 +8,8 @@
   could not deliver (backend refused, unreachable, timed out) to the spool
   (``spool``); only what cannot be spooled is counted as dropped. Before exporting they bound
   every string of an item — span name, status description, event names, attribute
-  values (and sequence items), log event name and body — to ``MAX_TEXT`` characters
-  (4096, or ``OTELMW_CONTENT_MAX_LENGTH`` when larger) and replace text that cannot
+  values (and sequence items), log event name and body — to ``GuardLimits.max_text``
+  characters (4096, or ``OTELMW_CONTENT_MAX_LENGTH`` when larger) and replace text that cannot
   be encoded as UTF-8 (lone surrogates, e.g. an exception message carrying a
   ``surrogateescape``-decoded file name): protobuf refuses such strings, and one of
   them in a span name or log body fails the whole batch; a multi-megabyte tool name
@@ -30,15 +30,19 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from ..core import settings as cfg
 from . import export_bound, spool
 
 logger = logging.getLogger("otelmw")
 
+# Process-wide runtime state, not settings: the drop counts, their lock (replaced in a
+# forked child) and when the last once-a-minute summary was logged.
 _lock = threading.Lock()
 _counts: Counter[tuple[str, str]] = Counter()
 _last_summary = 0.0
@@ -109,16 +113,33 @@ def summarize() -> None:
                        "(metric otelmw.telemetry.dropped)", detail)
 
 
-MAX_TEXT = 4096  # configure() raises it to OTELMW_CONTENT_MAX_LENGTH when that is larger
+DEFAULT_MAX_TEXT = 4096
 
 
-def _fit(text: Any) -> Any:
-    """``text`` bounded to ``MAX_TEXT`` characters and made encodable as UTF-8 (lone
+@dataclass(frozen=True, slots=True)
+class GuardLimits:
+    """The export guard's bounds: characters per string (``max_text``) and bytes per
+    export request (``max_request_bytes``, ``export_bound``)."""
+
+    max_text: int = DEFAULT_MAX_TEXT
+    max_request_bytes: int = export_bound.DEFAULT_MAX_REQUEST_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: cfg.Settings) -> GuardLimits:
+        """Strings: 4096 characters, or ``OTELMW_CONTENT_MAX_LENGTH`` when larger (the
+        guard must not cut what the content policy kept); requests:
+        ``OTELMW_EXPORT_MAX_BYTES``."""
+        return cls(max(DEFAULT_MAX_TEXT, settings[cfg.CONTENT_MAX_LENGTH]),
+                   settings[cfg.EXPORT_MAX_BYTES])
+
+
+def _fit(text: Any, limit: int) -> Any:
+    """``text`` bounded to ``limit`` characters and made encodable as UTF-8 (lone
     surrogates → ``?``); other values, and text needing neither, returned as is."""
     if type(text) is not str:
         return text
-    if len(text) > MAX_TEXT:
-        text = text[: MAX_TEXT - 1] + "…"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
     if text.isascii():
         return text
     try:
@@ -128,120 +149,124 @@ def _fit(text: Any) -> Any:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _fit_value(value: Any) -> Any:
+def _fit_value(value: Any, limit: int) -> Any:
     if isinstance(value, str):
-        return _fit(value)
+        return _fit(value, limit)
     if isinstance(value, list | tuple):
-        return type(value)(_fit_value(v) for v in value)
+        return type(value)(_fit_value(v, limit) for v in value)
     if isinstance(value, dict):
-        return {_fit(k): _fit_value(v) for k, v in value.items()}
+        return {_fit(k, limit): _fit_value(v, limit) for k, v in value.items()}
     return value
 
 
-def _needs_fit(value: Any) -> bool:
+def _needs_fit(value: Any, limit: int) -> bool:
     if isinstance(value, str):
-        return _fit(value) is not value
+        return _fit(value, limit) is not value
     if isinstance(value, list | tuple):
-        return any(_needs_fit(v) for v in value)
+        return any(_needs_fit(v, limit) for v in value)
     if isinstance(value, dict):
-        return _fit_size_map(value) < 0
+        return _fit_size_map(value, limit) < 0
     return False
 
 
-def _needs_fit_map(mapping: Any) -> bool:
-    return _fit_size_map(mapping) < 0
+def _needs_fit_map(mapping: Any, limit: int) -> bool:
+    return _fit_size_map(mapping, limit) < 0
 
 
-def _fit_size_map(mapping: Any) -> int:
+def _fit_size_map(mapping: Any, limit: int) -> int:
     """The estimated encoded size of an attribute mapping (``export_bound``), or -1
-    when one of its strings needs bounding or repair: one pass does both."""
-    limit, number, framing = MAX_TEXT, export_bound.NUMBER, export_bound.ATTRIBUTE
+    when one of its strings needs bounding (``limit`` characters) or repair: one pass
+    does both."""
+    number, framing = export_bound.NUMBER, export_bound.ATTRIBUTE
     n = 0
     for k, v in mapping.items():  # inlined fast path: short ASCII strings and numbers
         t = type(v)
         if t is str:
             size = len(v)
             if size > limit or not v.isascii():
-                if _fit(v) is not v:
+                if _fit(v, limit) is not v:
                     return -1
                 size = export_bound.text_size(v)
             n += size
         elif t is int or t is float or t is bool:
             n += number
-        elif _needs_fit(v):
+        elif _needs_fit(v, limit):
             return -1
         else:
             n += export_bound.value_size(v)
         size = len(k) if type(k) is str else limit + 1
         if size <= limit and k.isascii():
             n += size + framing
-        elif _needs_fit(k):
+        elif _needs_fit(k, limit):
             return -1
         else:
             n += export_bound.value_size(k) + framing
     return n
 
 
-def _sized_span(span: Any) -> tuple[Any, int]:
+def _sized_span(span: Any, limit: int) -> tuple[Any, int]:
     """``span`` cleaned (``_clean_span``) and its estimated encoded size; the
     common span that needs no cleaning is sized in the same pass that checks it."""
-    n = _fit_size_map(span.attributes or {})
-    if n >= 0 and not (_needs_fit(span.name) or _needs_fit(span.status.description)):
+    n = _fit_size_map(span.attributes or {}, limit)
+    if n >= 0 and not (_needs_fit(span.name, limit)
+                       or _needs_fit(span.status.description, limit)):
         for e in span.events:
-            m = -1 if _needs_fit(e.name) else _fit_size_map(e.attributes or {})
+            m = -1 if _needs_fit(e.name, limit) else _fit_size_map(e.attributes or {}, limit)
             if m < 0:
                 break
             n += m + export_bound.EVENT + export_bound.text_size(e.name or "")
         else:
             return span, n + export_bound.span_frame_size(span)
-    clean = _clean_span(span)
+    clean = _clean_span(span, limit)
     return clean, export_bound.span_size(clean)
 
 
-def _sized_log(item: Any) -> tuple[Any, int]:
-    clean = _clean_log(item)
+def _sized_log(item: Any, limit: int) -> tuple[Any, int]:
+    clean = _clean_log(item, limit)
     return clean, export_bound.log_size(clean)
 
 
-def _clean_span(span: Any) -> Any:
-    """``span``, or a copy whose strings are all bounded and UTF-8 encodable."""
+def _clean_span(span: Any, limit: int) -> Any:
+    """``span``, or a copy whose strings are all bounded (``limit`` characters) and
+    UTF-8 encodable."""
     attrs = span.attributes or {}
     status = span.status
-    if not (_needs_fit(span.name) or _needs_fit(status.description)
-            or _needs_fit_map(attrs)
-            or any(_needs_fit(e.name) or _needs_fit_map(e.attributes or {})
+    if not (_needs_fit(span.name, limit) or _needs_fit(status.description, limit)
+            or _needs_fit_map(attrs, limit)
+            or any(_needs_fit(e.name, limit) or _needs_fit_map(e.attributes or {}, limit)
                    for e in span.events)):
         return span
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.trace import Status
 
     return ReadableSpan(
-        name=_fit(span.name), context=span.context, parent=span.parent,
-        resource=span.resource, attributes=_fit_value(dict(attrs)),
-        events=[Event(_fit(e.name), _fit_value(dict(e.attributes or {})), e.timestamp)
+        name=_fit(span.name, limit), context=span.context, parent=span.parent,
+        resource=span.resource, attributes=_fit_value(dict(attrs), limit),
+        events=[Event(_fit(e.name, limit), _fit_value(dict(e.attributes or {}), limit),
+                      e.timestamp)
                 for e in span.events],
         links=span.links, kind=span.kind,
-        status=Status(status.status_code, _fit(status.description)),
+        status=Status(status.status_code, _fit(status.description, limit)),
         start_time=span.start_time, end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope)
 
 
-def _clean_log(item: Any) -> Any:
-    """``item`` (a ``ReadableLogRecord``), or a copy whose strings are bounded and
-    UTF-8 encodable."""
+def _clean_log(item: Any, limit: int) -> Any:
+    """``item`` (a ``ReadableLogRecord``), or a copy whose strings are bounded
+    (``limit`` characters) and UTF-8 encodable."""
     import copy
     import dataclasses
 
     rec = item.log_record
     attrs = rec.attributes or {}
-    if not (_needs_fit(rec.body) or _needs_fit(rec.event_name) or _needs_fit_map(attrs)
-            or _needs_fit(rec.severity_text)):
+    if not (_needs_fit(rec.body, limit) or _needs_fit(rec.event_name, limit)
+            or _needs_fit_map(attrs, limit) or _needs_fit(rec.severity_text, limit)):
         return item
     clean = copy.copy(rec)
-    clean.body = _fit_value(rec.body)
-    clean.event_name = _fit(rec.event_name)
-    clean.severity_text = _fit(rec.severity_text)
-    clean.attributes = _fit_value(dict(attrs))
+    clean.body = _fit_value(rec.body, limit)
+    clean.event_name = _fit(rec.event_name, limit)
+    clean.severity_text = _fit(rec.severity_text, limit)
+    clean.attributes = _fit_value(dict(attrs), limit)
     return dataclasses.replace(item, log_record=clean)
 
 
@@ -276,10 +301,11 @@ def export_totals() -> ExportTotals:
 
 
 class _Counting:
-    """The export guard around one exporter: cleans each batch, cuts it into
-    requests under the byte bound (``export_bound``), exports them in order and
-    hands what was not delivered to the spool (``spool_as``: ``traces``/``logs``,
-    or None for exporters whose failures are only counted). After the first
+    """The export guard around one exporter: cleans each batch (strings bounded to
+    ``limits.max_text``), cuts it into requests under ``limits.max_request_bytes``
+    (``export_bound``), exports them in order and hands what was not delivered to
+    ``spool`` (as ``spool_as``: ``traces``/``logs``; None, or no spool: failures are
+    only counted). After the first
     failed request the rest of the batch is spooled without being tried: one
     outage costs one exporter timeout per batch, not one per request."""
 
@@ -288,15 +314,18 @@ class _Counting:
     success: Any = None
     failure: Any = None
 
-    def __init__(self, inner: Any, spool_as: str | None,
-                 sized: Callable[[Any], tuple[Any, int]], size_of: Callable[[Any], int],
-                 shrink: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, inner: Any, spool_as: str | None, limits: GuardLimits,
+                 spool_to: spool.Spool | None,
+                 sized: Callable[[Any, int], tuple[Any, int]], size_of: Callable[[Any], int],
+                 shrink: Callable[[Any, int], Any] | None = None) -> None:
         self.inner = inner
         self.written = 0  # items delivered (one batch worker thread per exporter)
         self.roots = 0
         self.in_flight = 0  # items of the export under way
         _exporters.add(self)
         self.spool_as = spool_as
+        self.spool = spool_to
+        self.limits = limits
         self._sized, self._size, self._shrink = sized, size_of, shrink
         self._offline = False  # given up (shutdown budget nearly spent): spool directly
         self._inner_closed = False
@@ -306,8 +335,9 @@ class _Counting:
 
     def export(self, batch: Sequence[Any]) -> Any:
         try:
-            parts = export_bound.split([self._sized(x) for x in batch], self._size,
-                                       self._shrink)
+            max_text = self.limits.max_text
+            parts = export_bound.split([self._sized(x, max_text) for x in batch], self._size,
+                                       self._shrink, self.limits.max_request_bytes)
         except Exception:  # never let the guard itself lose a batch
             parts = export_bound.Split([list(batch)], [])
         if parts.too_large:
@@ -340,7 +370,8 @@ class _Counting:
 
     def _undelivered(self, requests: Sequence[list[Any]]) -> None:
         for request in requests:
-            reason = spool.keep(self.spool_as, request)
+            reason = ("export_failed" if self.spool is None or self.spool_as is None
+                      else self.spool.keep(self.spool_as, request))
             if reason is not None:
                 record_drop(self.signal, reason, len(request))
 
@@ -397,25 +428,34 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_parent_counts)
 
 
-def counting_span_exporter(inner: Any, spool_as: str | None = None) -> Any:
+def counting_span_exporter(inner: Any, spool_as: str | None = None,
+                           limits: GuardLimits = GuardLimits(),
+                           spool_to: spool.Spool | None = None) -> Any:
+    """The export guard around the span exporter ``inner``; ``spool_to``: where what
+    it cannot deliver goes (as ``spool_as``)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class CountingSpanExporter(_Counting, SpanExporter):  # type: ignore[misc]
         signal = "span"
         success, failure = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
-    return CountingSpanExporter(inner, spool_as, _sized_span, export_bound.span_size,
-                                export_bound.shrink_span)
+    return CountingSpanExporter(inner, spool_as, limits, spool_to, _sized_span,
+                                export_bound.span_size, export_bound.shrink_span)
 
 
-def counting_log_exporter(inner: Any, spool_as: str | None = None) -> Any:
+def counting_log_exporter(inner: Any, spool_as: str | None = None,
+                          limits: GuardLimits = GuardLimits(),
+                          spool_to: spool.Spool | None = None) -> Any:
+    """The export guard around the log record exporter ``inner`` (as
+    ``counting_span_exporter``)."""
     from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
     class CountingLogExporter(_Counting, LogRecordExporter):  # type: ignore[misc]
         signal = "log"
         success, failure = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
-    return CountingLogExporter(inner, spool_as, _sized_log, export_bound.log_size)
+    return CountingLogExporter(inner, spool_as, limits, spool_to, _sized_log,
+                               export_bound.log_size)
 
 
 def register_drop_metric(meter: Meter) -> None:

@@ -36,6 +36,10 @@ FLUSH_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
+# Process-wide runtime state, not settings (signal dispositions belong to the process):
+# the real ``signal`` functions, the current telemetry's flush once otelmw fronts the
+# signals, the program's handlers behind otelmw's, whether a flush is under way and the
+# signals held back during the main thread's shutdown.
 _real_signal = signal.signal
 _real_getsignal = signal.getsignal
 _flush: Callable[[bool], object] | None = None

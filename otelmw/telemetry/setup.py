@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from ..core import settings as cfg
 from ..core.pipeline import Pipeline, get_pipeline
-from . import export_bound, health, lifecycle, spool
+from . import health, lifecycle, spool
 from .content import ContentPolicy
 from .context import instrument_threads
 from .observer import TelemetryObserver
@@ -181,6 +181,8 @@ class Telemetry:
     shutdown_timeout_s: float = cfg.SHUTDOWN_TIMEOUT.default
     # where each signal goes, for people: "store /abs/.otelmw", "OTLP http://…:4317"
     destinations: dict[str, str] = field(default_factory=dict)
+    spool: spool.Spool | None = None  # where the OTLP export guards keep what failed
+    settings: cfg.Settings | None = None  # what configure() read and handed down
 
     # the shutdown under way: a second caller waits for it instead of returning at
     # once (a signal during a main-thread shutdown is deferred: lifecycle)
@@ -209,7 +211,8 @@ class Telemetry:
             if not ok:  # a backend still not answering: keep the rest in the spool
                 health.give_up_exports()
                 ok = self.stopping.wait()
-            spool.close()
+            if self.spool is not None:
+                self.spool.close()
             health.summarize()  # final drop totals: one line, only if something was lost
             spool.summarize()
             return ok
@@ -284,32 +287,43 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
     ``otelmw.core.settings.load()`` of the environment, which raises ``ValueError`` on
     an invalid value (naming the variable, the value and what is allowed) before
     anything is installed; auto-instrumentation passes leniently loaded settings.
+    ``propagate_threads`` overrides ``OTELMW_NO_THREAD_PROPAGATION``. The settings
+    are read once, here, and handed to what this builds (content policy, exporters,
+    export guards, spool, observer); ``Telemetry.settings`` keeps them.
     """
     global _current
     with _lock:
         if _current is not None:
             return _current
         s = settings if settings is not None else cfg.load()
+        if propagate_threads is not None:  # the argument wins over the environment
+            s = s.with_value(cfg.NO_THREAD_PROPAGATION, not propagate_threads)
         pipe = pipeline if pipeline is not None else get_pipeline()
         content = ContentPolicy.from_settings(s)
         if s[cfg.SDK_DISABLED]:
-            _current = Telemetry(observer=None, disabled=True)
+            _current = Telemetry(observer=None, disabled=True, settings=s)
             return _current
         choices = {sig: exporter_choice(sig, s) for sig in SIGNALS}
         resource = Resource.create(
             {} if s[cfg.SERVICE_NAME] or "service.name" in s[cfg.RESOURCE_ATTRIBUTES]
             else {"service.name": service_name or "otelmw"})
         owned: list[Any] = []
-        export_bound.MAX_REQUEST_BYTES = s[cfg.EXPORT_MAX_BYTES]
-        spool.configure(s)
+        limits = health.GuardLimits.from_settings(s)
+        spool_to = spool.Spool.from_settings(s)
+
+        def guarded(signal: str, name: str) -> Any:
+            """Exporter ``name`` for ``signal`` inside its export guard."""
+            guard = (health.counting_span_exporter if signal == "traces"
+                     else health.counting_log_exporter)
+            return guard(_exporter(signal, name, s), _spool_as(signal, name, choices),
+                         limits, spool_to)
+
         tp = trace.get_tracer_provider()
         if not isinstance(tp, TracerProvider):
             tp = TracerProvider(resource=resource, sampler=_sampler(s), shutdown_on_exit=False)
             for name in choices["traces"]:
-                tp.add_span_processor(BatchSpanProcessor(
-                    health.counting_span_exporter(_exporter("traces", name, s),
-                                                  _spool_as("traces", name, choices)),
-                    **s.batch(cfg.SPAN_BATCH)))
+                tp.add_span_processor(BatchSpanProcessor(guarded("traces", name),
+                                                         **s.batch(cfg.SPAN_BATCH)))
             trace.set_tracer_provider(tp)
             owned.append(tp)
         mp = metrics.get_meter_provider()
@@ -324,12 +338,9 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for name in choices["logs"]:
                 lp.add_log_record_processor(BatchLogRecordProcessor(
-                    health.counting_log_exporter(_exporter("logs", name, s),
-                                                 _spool_as("logs", name, choices)),
-                    **s.batch(cfg.LOG_BATCH)))
+                    guarded("logs", name), **s.batch(cfg.LOG_BATCH)))
             _logs.set_logger_provider(lp)
             owned.append(lp)
-        health.MAX_TEXT = max(4096, content.max_length)  # exporter guard's string bound
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures,
                                      hook_events=s[cfg.HOOK_EVENTS],
                                      middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
@@ -337,15 +348,15 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
         health.register_drop_metric(observer.meter)
         spool.register_spool_metric(observer.meter)
         pipe.observer = observer
-        if propagate_threads if propagate_threads is not None else not s[
-                cfg.NO_THREAD_PROPAGATION]:
+        if not s[cfg.NO_THREAD_PROPAGATION]:
             instrument_threads()
         mine = {"traces": tp in owned, "metrics": mp in owned, "logs": lp in owned}
         _current = Telemetry(observer, tp, mp, lp, owned,
                              shutdown_timeout_s=s[cfg.SHUTDOWN_TIMEOUT],
                              destinations={sig: describe_destination(sig, choices[sig], s)
                                            if mine[sig] else "the program's own provider"
-                                           for sig in SIGNALS})
+                                           for sig in SIGNALS},
+                             spool=spool_to, settings=s)
         atexit.register(_current.shutdown)
         if owned:  # the exits atexit does not see: signals, multiprocessing children
             lifecycle.install_signal_flush(_current.flush_on_signal)

@@ -45,14 +45,26 @@ class SpoolTotals(NamedTuple):
         return self.spans + self.log_records
 
 
-class _Spool:
+class Spool:
+    """The spool ``configure()`` builds from its settings (``from_settings``) and hands
+    to the export guards of the OTLP exporters; counts what it kept."""
+
     def __init__(self, directory: Path, max_bytes: int, settings: cfg.Settings) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.settings = settings
         self.used: int | None = None  # bytes in the directory; measured on first use
         self.writers: dict[str, Any] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the writers and ``used``
+        self.counts: Counter[str] = Counter()  # items kept per signal
+        self.counts_lock = threading.Lock()
+        _made.append(self)
+
+    @classmethod
+    def from_settings(cls, settings: cfg.Settings) -> Spool | None:
+        """Under ``<OTELMW_DATA_DIR>/spool``; None when ``OTELMW_SPOOL_MAX_BYTES`` is 0 (off)."""
+        max_bytes = settings[cfg.SPOOL_MAX_BYTES]
+        return cls(settings[cfg.DATA_DIR] / SUBDIR, max_bytes, settings) if max_bytes else None
 
     def _writer(self, signal: str) -> Any:
         out = self.writers.get(signal)
@@ -77,7 +89,25 @@ class _Spool:
         """Known to be full (then a request is not even encoded)."""
         return self.used is not None and self.used >= self.max_bytes
 
-    def keep(self, signal: str, line: str) -> str | None:
+    def keep(self, signal: str, items: Sequence[Any]) -> str | None:
+        """Spool ``items`` of ``signal`` (``traces``/``logs``) as one request: None when
+        kept (and counted), else why not."""
+        if not items:
+            return "export_failed"
+        if self.full():
+            return "spool_full"
+        try:
+            line = _encode(signal, items)
+        except Exception:
+            logger.debug("otelmw: spool encoding failed", exc_info=True)
+            return "spool_failed"
+        reason = self._write(signal, line)
+        if reason is None:
+            with self.counts_lock:
+                self.counts[signal] += len(items)
+        return reason
+
+    def _write(self, signal: str, line: str) -> str | None:
         """Write one encoded request; None when kept, else the drop reason."""
         size = len(line.encode("utf-8")) + 1
         with self.lock:
@@ -99,21 +129,16 @@ class _Spool:
                 with contextlib.suppress(Exception):
                     out.close()
 
-
-_lock = threading.Lock()
-_spool: _Spool | None = None
-_counts: Counter[str] = Counter()
-
-
-def configure(settings: cfg.Settings) -> None:
-    """Spool under ``<OTELMW_DATA_DIR>/spool`` (``configure()``; 0 bytes: off)."""
-    global _spool
-    max_bytes = settings[cfg.SPOOL_MAX_BYTES]
-    _spool = _Spool(settings[cfg.DATA_DIR] / SUBDIR, max_bytes, settings) if max_bytes else None
+    def forget_parent(self) -> None:
+        """In a forked child: its own counts from zero, fresh locks (one held by another
+        thread at the fork would never be released)."""
+        self.lock, self.counts_lock = threading.Lock(), threading.Lock()
+        self.counts.clear()
 
 
-def directory() -> Path | None:
-    return _spool.directory if _spool is not None else None
+# Process-wide runtime state, not settings: every spool this process built (one per
+# ``configure()``), for the exit totals (``spooled()``) and the reset after a fork.
+_made: list[Spool] = []
 
 
 def _encode(signal: str, items: Sequence[Any]) -> str:
@@ -125,44 +150,19 @@ def _encode(signal: str, items: Sequence[Any]) -> str:
     return to_otlp_json(encode_spans(items) if signal == "traces" else encode_logs(items))
 
 
-def keep(signal: str | None, items: Sequence[Any]) -> str | None:
-    """Spool ``items`` of ``signal`` (``traces``/``logs``) as one request: None when
-    kept (and counted), else why not (``export_failed`` when spooling is off or
-    not for this exporter)."""
-    spool = _spool
-    if signal is None or spool is None or not items:
-        return "export_failed"
-    if spool.full():
-        return "spool_full"
-    try:
-        line = _encode(signal, items)
-    except Exception:
-        logger.debug("otelmw: spool encoding failed", exc_info=True)
-        return "spool_failed"
-    reason = spool.keep(signal, line)
-    if reason is None:
-        with _lock:
-            _counts[signal] += len(items)
-    return reason
-
-
 def spooled() -> SpoolTotals:
-    with _lock:
-        return SpoolTotals(_counts["traces"], _counts["logs"], directory())
+    """What this process spooled, and where (the latest spool's directory)."""
+    spans = logs = 0
+    for spool in list(_made):
+        with spool.counts_lock:
+            spans, logs = spans + spool.counts["traces"], logs + spool.counts["logs"]
+    return SpoolTotals(spans, logs, _made[-1].directory if _made else None)
 
 
 def forget_parent() -> None:
     """In a forked child (``health``): its own counts from zero, fresh locks."""
-    global _lock
-    _lock = threading.Lock()
-    _counts.clear()
-    if _spool is not None:
-        _spool.lock = threading.Lock()
-
-
-def reset() -> None:
-    with _lock:
-        _counts.clear()
+    for spool in list(_made):
+        spool.forget_parent()
 
 
 def summarize() -> None:
@@ -172,11 +172,6 @@ def summarize() -> None:
         logger.warning("otelmw: %d span(s) and %d log record(s) could not be delivered and "
                        "are spooled in %s; send them with `otelmw replay`",
                        totals.spans, totals.log_records, totals.directory)
-
-
-def close() -> None:
-    if _spool is not None:
-        _spool.close()
 
 
 def register_spool_metric(meter: Meter) -> None:
