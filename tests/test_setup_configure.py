@@ -446,3 +446,34 @@ def test_no_endpoint_goes_to_embedded_store(tmp_path: Path, explicit_dir: bool) 
                     for rm in req["resourceMetrics"] for sm in rm["scopeMetrics"]
                     for m in sm["metrics"]}
     assert {"gen_ai.client.operation.duration", "otelmw.middleware.duration"} <= metric_names
+
+
+# What configure() and a turn may rebind at module level: process-wide runtime state,
+# each named as such where it lives. Settings are handed down by constructor instead.
+RUNTIME_STATE = {"otelmw.telemetry.setup._current", "otelmw.telemetry.lifecycle._flush",
+                 "otelmw.telemetry.context._installed", "otelmw.telemetry.digests._mac"}
+REBINDS = textwrap.dedent("""
+    import json, sys
+    import otelmw.demo, otelmw.telemetry.setup
+
+    def module_globals():
+        return {f"{m}.{k}": v for m, mod in list(sys.modules.items())
+                if m == "otelmw" or m.startswith("otelmw.") for k, v in vars(mod).items()
+                if not (k.startswith("__") and k.endswith("__"))}
+
+    before = module_globals()
+    from otelmw.demo import DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline, run_agent
+    pipeline, _ = build_demo_pipeline()
+    telemetry = otelmw.telemetry.setup.configure("rebinds", pipeline=pipeline)
+    with pipeline.turn("demo-agent", session_id="s-1", runtime_id=DEMO_RUNTIME):
+        run_agent(pipeline, ScriptedProvider(), "weather?")
+    telemetry.shutdown()
+    after = module_globals()
+    print(json.dumps(sorted(k for k, v in before.items() if k in after and after[k] is not v)))
+""")
+
+
+def test_configure_rebinds_no_module_global_but_the_named_runtime_state(
+        tmp_path: Path) -> None:
+    rebound = set(summary_of(run_py(REBINDS, clean_env(tmp_path), tmp_path)))
+    assert rebound <= RUNTIME_STATE, rebound - RUNTIME_STATE

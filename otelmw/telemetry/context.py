@@ -137,12 +137,6 @@ _installed = False
 _THREAD_RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"
 
 
-def threads_instrumented() -> bool:
-    """Whether ``instrument_threads`` has patched ``ThreadPoolExecutor`` and
-    ``threading.Thread`` in this process (and ``uninstrument_threads`` not undone it)."""
-    return _installed
-
-
 def instrument_threads() -> None:
     """Propagate OpenTelemetry's context and otelmw's own context variables (not
     the host's other ContextVars) into ``ThreadPoolExecutor`` tasks and
@@ -171,3 +165,8 @@ def uninstrument_threads() -> None:
             if original is not None:
                 setattr(owner, name, original)
         _installed = False
+
+
+def threads_instrumented() -> bool:
+    """Whether ``instrument_threads`` is in effect (by whoever installed it)."""
+    return _installed
