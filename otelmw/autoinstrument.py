@@ -94,7 +94,8 @@ def program_name(argv: Sequence[str] | None = None) -> str | None:
     return (path.parent.name or None) if path.stem == "__main__" else path.stem
 
 
-# OTELMW_WRAP targets not wrapped (yet), with why; ``unwrapped_targets()`` at exit.
+# Process-wide runtime state: OTELMW_WRAP targets not wrapped (yet), with why;
+# ``unwrapped_targets()`` at exit.
 _unwrapped: dict[WrapTarget, str] = {}
 _unwrapped_lock = threading.Lock()
 

@@ -94,6 +94,7 @@ class Setting(Generic[T]):
             return self.default
 
 
+# Process-wide runtime state: the lenient warnings already given (each once per process).
 _warned: set[str] = set()
 
 
