@@ -8,6 +8,7 @@ exit — goes on. Also: a missing Prometheus extra only costs the metrics, and
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 import re
 import shutil
@@ -121,6 +122,19 @@ def test_batch_size_larger_than_queue_is_refused() -> None:
     s = cfg.load({"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "600"},
                  strict=False)
     assert s[cfg.SPAN_BATCH.max_export_batch_size] == 100
+
+
+def test_settings_are_immutable_and_an_argument_makes_a_new_one() -> None:
+    s = cfg.load({"OTELMW_HOOK_EVENTS": "all"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.values = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.values[cfg.HOOK_EVENTS.name] = "none"  # type: ignore[index]
+    override = s.with_value(cfg.NO_THREAD_PROPAGATION, True)
+    assert override[cfg.NO_THREAD_PROPAGATION] is True and override.is_set(
+        cfg.NO_THREAD_PROPAGATION)
+    assert override[cfg.HOOK_EVENTS] == "all"  # the rest as read
+    assert s[cfg.NO_THREAD_PROPAGATION] is False and not s.is_set(cfg.NO_THREAD_PROPAGATION)
 
 
 def test_data_dir_naming_a_file_is_refused(tmp_path: Path) -> None:

@@ -477,3 +477,17 @@ def test_configure_rebinds_no_module_global_but_the_named_runtime_state(
         tmp_path: Path) -> None:
     rebound = set(summary_of(run_py(REBINDS, clean_env(tmp_path), tmp_path)))
     assert rebound <= RUNTIME_STATE, rebound - RUNTIME_STATE
+
+
+def test_the_propagate_threads_argument_wins_over_the_environment(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import json
+        from otelmw.core import settings as cfg
+        from otelmw.telemetry.context import threads_instrumented
+        from otelmw.telemetry.setup import configure
+        telemetry = configure("threads", propagate_threads=False)
+        print(json.dumps([telemetry.settings[cfg.NO_THREAD_PROPAGATION],
+                          threads_instrumented()]))
+        telemetry.shutdown()
+    """)
+    assert summary_of(run_py(code, clean_env(tmp_path), tmp_path)) == [True, False]
