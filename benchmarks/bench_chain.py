@@ -96,10 +96,13 @@ def configs() -> list[str]:
 class NoLayerSpans(TelemetryObserver):
     """The telemetry observer with rewrite/wrapper spans switched off."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The observer binds its seam methods per instance: override them there.
+        self.rewrite_started = self.wrapper_started = self._no_span
+
     def _no_span(self, call: Any, layer: Any, position: int) -> Any:
         return None
-
-    rewrite_started = wrapper_started = _no_span
 
 
 def _contract_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:

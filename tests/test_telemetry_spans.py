@@ -982,7 +982,7 @@ def test_chat_attribute_cache_stays_bounded(h: TelemetryHarness) -> None:
         h.pipeline.run_llm({"model": f"m-{i}"}, lambda r: {"choices": []}, provider="openai")
     names = {s.name for s in h.spans()}
     assert {"chat m-0", "chat m-1099"} <= names and len(names) == 1100
-    assert len(h.observer._chat_bases) <= 1025  # one entry per distinct endpoint, cleared
+    assert len(h.observer.chat._endpoints) <= 1025  # one entry per distinct endpoint, cleared
 
 
 @pytest.mark.parametrize("how", ["argument", "env"])

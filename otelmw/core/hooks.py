@@ -39,14 +39,14 @@ def _emit(obs: PipelineObserver | None, layers: tuple[Layer, ...]) -> bool:
     ``registered`` (default: hook points with callbacks), ``all`` or ``none``."""
     if obs is None:
         return False
-    mode = getattr(obs, "hook_events", "registered")
+    mode = obs.hook_events
     return mode == "all" or (mode == "registered" and bool(layers))
 
 
 def all_hook_events(obs: PipelineObserver | None) -> bool:
     """Whether the observer wants every hook point, even those without callbacks.
     Payloads are built only when a hook point has callbacks or this is true."""
-    return obs is not None and getattr(obs, "hook_events", "") == "all"
+    return obs is not None and obs.hook_events == "all"
 
 
 def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,

@@ -91,9 +91,8 @@ class Turn:
         obs = self._pipeline.observer
         if obs is not None:
             token = self._token = obs.turn_started(self._ctx)
-            turn_left = getattr(obs, "turn_left", None)
-            if token is not None and turn_left is not None:
-                mark.on_leave = partial(turn_left, token)
+            if token is not None:
+                mark.on_leave = partial(obs.turn_left, token)
         return self._ctx
 
     def finish(self, error: BaseException | None = None) -> None:

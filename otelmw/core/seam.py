@@ -32,6 +32,14 @@ ERROR = "error"
 
 
 class PipelineObserver(Protocol):
+    """Everything the core (and the host adapters) read from an observer."""
+
+    #: Which hook firings the core reports through ``hook_fired``: ``registered``
+    #: (hook points with callbacks, and every firing of a host's own hook points),
+    #: ``all`` (every hook point, with or without callbacks; payloads are then
+    #: built for each) or ``none`` (no firing, not even a host's own).
+    hook_events: str
+
     def call_started(self, call: CallInfo, payload: Any) -> None:
         """An LLM or tool call entered the pipeline (before any middleware)."""
 
@@ -81,9 +89,10 @@ class PipelineObserver(Protocol):
     def turn_finished(self, token: Any, error: BaseException | None, failed: bool) -> None:
         """The turn ended; ``failed`` marks a turn whose host swallowed an error."""
 
-    # Optional: ``turn_left(token)``, called in a context that still held the turn
-    # after it finished elsewhere (see ``contract.TurnMark``), to restore the
-    # observer's own context there.
+    def turn_left(self, token: Any) -> None:
+        """A context that still held the turn of ``token`` (a ``turn_started``
+        token, not None) after it finished elsewhere leaves it (see
+        ``contract.TurnMark``): the observer restores its own context there."""
 
     def call_enriched(self, call: CallInfo, result: Any, server_address: str | None,
                       server_port: int | None) -> Any:

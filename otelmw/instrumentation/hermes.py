@@ -427,7 +427,7 @@ def _emit_hook(obs: Any, hook_name: str, kw: dict[str, Any], failures: int) -> N
 def _host_hook_events(obs: Any) -> bool:
     """Every firing of Hermes' own hook points becomes a record unless hook events
     are off (``registered`` covers them: Hermes' lifecycle exists without a callback)."""
-    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+    return obs is not None and obs.hook_events in ("registered", "all")
 
 
 def _invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -458,7 +458,7 @@ _LIFECYCLE = frozenset({"before_agent", "after_agent", "before_llm", "after_llm"
 def _host_hook_events(obs: Any) -> bool:
     """Every firing of PraisonAI's own hook points becomes a record unless hook
     events are off (as for Hermes: the host's lifecycle exists without a hook)."""
-    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+    return obs is not None and obs.hook_events in ("registered", "all")
 
 
 def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> None:

@@ -17,7 +17,7 @@ from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION,
 from ..core.results import NormalizedToolResult
 from . import attributes as a
 from .content import redact
-from .observer_core import ObserverCore, digest_once
+from .spans.operation import Signals, call_ids, digest_once
 from .values import clean_str as _c
 from .values import error_type
 
@@ -31,21 +31,26 @@ def hook_events_mode(value: str | None = None) -> str:
     return cfg.HOOK_EVENTS.read(None if value is None else {cfg.HOOK_EVENTS.name: value})
 
 
-class HookEvents(ObserverCore):
-    """``hook_fired``: one log record per hook firing the mode selects."""
+class HookEventEmitter:
+    """``hook_fired``: one log record per hook firing the core reports (which
+    firings it reports is the observer's ``hook_events`` mode, read by the core)."""
 
-    def hook_fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
-                   failures: int) -> None:
+    def __init__(self, signals: Signals) -> None:
+        self.signals = signals
+        self.logger, self.content = signals.logger, signals.content
+
+    def fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+              failures: int) -> None:
         try:
             # Nothing to build (attributes, digests) when no log processor listens.
             enabled = getattr(self.logger, "enabled", None)
             if enabled is not None and not enabled(event_name=f"otelmw.hook.{hook_name}"):
                 return
-            self._emit_hook(call, hook_name, payload, failures)
+            self._emit(call, hook_name, payload, failures)
         except Exception as exc:
-            self._internal_failure("hook_fired", exc)
+            self.signals.internal_failure("hook_fired", exc)
 
-    def _emit_hook(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+    def _emit(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
                    failures: int) -> None:
         # The payload's own schema versions when it carries them (a host's
         # hooks, e.g. Hermes' ``hermes.observer.v1``), else otelmw's.
@@ -57,7 +62,7 @@ class HookEvents(ObserverCore):
             a.OTELMW_SCHEMA_MIDDLEWARE: msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
             a.OTELMW_HOOK_FAILURES: failures,
         }
-        self._ids(call, attrs)
+        call_ids(call, attrs)
         if call.operation == "chat":
             if call.model:
                 attrs[a.GEN_AI_REQUEST_MODEL] = _c(call.model)
@@ -74,13 +79,13 @@ class HookEvents(ObserverCore):
         for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
                           ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
             if key in payload:
-                attrs[attr] = digest_once(call, payload[key])[0]
+                attrs[attr], _ = digest_once(call, payload[key])
                 if self.content.on_events:
                     body[key] = self.content.render(payload[key])
         normalized = payload.get("normalized")
         if isinstance(normalized, NormalizedToolResult):
             attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
-            attrs[a.OTELMW_RESULT_RAW_DIGEST] = digest_once(call, normalized.raw_result)[0]
+            attrs[a.OTELMW_RESULT_RAW_DIGEST], _ = digest_once(call, normalized.raw_result)
             if self.content.on_events:
                 body["result"] = self.content.render(normalized.model_text())
         status = payload.get("status")

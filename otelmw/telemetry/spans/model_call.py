@@ -1,0 +1,109 @@
+"""The ``CLIENT`` span of one model call, as ``chat`` and ``embeddings`` share it:
+born with the endpoint's attributes (built once per endpoint), closed with the
+duration and token metric points. ``chat.ChatSpans`` and
+``embeddings.EmbeddingsSpans`` add what each records at its end.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from ...core.contract import CallInfo
+from .. import attributes as a
+from ..values import clean_str as _c
+from ..values import port_number
+from .operation import (
+    OpState,
+    Signals,
+    attach,
+    call_ids,
+    mark_exception,
+    perf_counter,
+    set_span_in_context,
+)
+
+_CLIENT = SpanKind.CLIENT
+_MAX_ENDPOINTS = 1024  # one entry per distinct model/endpoint: bounded
+
+
+class Endpoint(NamedTuple):
+    """What every call to one provider/model/server/API mode starts with."""
+
+    span_name: str
+    span_attributes: dict[str, Any]  # shared by those calls: copied, never mutated
+    metric_attributes: dict[str, Any]  # likewise
+
+
+class ModelCallSpans:
+    """``start`` and the metric points of a chat or embeddings span."""
+
+    def __init__(self, signals: Signals) -> None:
+        self.signals = signals
+        self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
+        self._endpoints: dict[tuple[Any, ...], Endpoint] = {}
+
+    def _endpoint(self, key: tuple[Any, ...]) -> Endpoint:
+        """Built (and sanitized) once per key; server.address/port are metric
+        attributes too (GenAI conventions), whether or not the span is sampled."""
+        operation, provider, model, address, port, api_mode = key
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: operation,
+                                 a.GEN_AI_PROVIDER_NAME: _c(provider) or "unknown"}
+        model = _c(model)
+        if model:
+            attrs[a.GEN_AI_REQUEST_MODEL] = model
+        if address:
+            attrs[a.SERVER_ADDRESS] = _c(address)
+            port = port_number(port)
+            if port:
+                attrs[a.SERVER_PORT] = port
+        metric_attrs = dict(attrs)
+        if api_mode:
+            attrs[a.OTELMW_API_MODE] = _c(api_mode)
+        if len(self._endpoints) > _MAX_ENDPOINTS:
+            self._endpoints.clear()
+        endpoint = self._endpoints[key] = Endpoint(
+            f"{operation} {model}" if model else operation, attrs, metric_attrs)
+        return endpoint
+
+    def start(self, call: CallInfo, request: Any) -> None:
+        key = (call.operation, call.provider, call.model, call.server_address,
+               call.server_port, call.api_mode)
+        endpoint = self._endpoints.get(key)
+        if endpoint is None:
+            endpoint = self._endpoint(key)
+        # The cheap ids go in with start_span (one attribute set instead of two);
+        # request parameters wait for the span's end (a rewrite may change them),
+        # content, the costly part, for is_recording().
+        attrs = call_ids(call, dict(endpoint.span_attributes))
+        span = self.tracer.start_span(endpoint.span_name, kind=_CLIENT, attributes=attrs)
+        if self.content.on_spans and span.is_recording():
+            self._content_on_start(span, request)
+        call.observer_state = OpState(span, attach(set_span_in_context(span)), perf_counter(),
+                                      dict(endpoint.metric_attributes), request)
+
+    def _content_on_start(self, span: trace.Span, request: Any) -> None:
+        """Content the span carries from its start (content on spans, recording)."""
+
+    def response_model(self, op: OpState, model: str | None) -> str | None:
+        """The answering model, cleaned; it goes on the metric points too."""
+        clean = _c(model) if model else None
+        if clean:
+            op.attrs[a.GEN_AI_RESPONSE_MODEL] = clean
+        return clean
+
+    def close(self, op: OpState, duration: float, error: BaseException | None,
+              input_tokens: int | None, output_tokens: int | None) -> None:
+        """End the span (failed by ``error``) and record its duration and token points."""
+        mattrs = op.attrs
+        if error is not None:
+            mark_exception(op.span, error, mattrs, with_content=self.content.on_spans)
+        op.span.end()
+        inst = self.inst
+        inst.operation_duration.record(duration, mattrs)
+        if input_tokens is not None:
+            inst.token_usage.record(input_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
+        if output_tokens is not None:
+            inst.token_usage.record(output_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})

@@ -1,0 +1,134 @@
+"""What every span kind shares: the signals it writes to, one call's span state,
+failure marking, the ids every record of a call carries, digests computed once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from ...core.contract import CallInfo
+from ...core.failures import INSTRUMENTATION, FailureLog, describe
+from .. import attributes as a
+from ..content import ContentPolicy
+from ..context import safe_detach
+from ..digests import digest
+from ..metrics import Instruments
+from ..responses import ResponseFacts
+from ..values import error_description, error_type, put_present
+
+# Bound once: these run per call and per middleware layer.
+attach, set_span_in_context, perf_counter = (
+    otel_context.attach, trace.set_span_in_context, time.perf_counter)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What the span kinds write to, made once by ``TelemetryObserver``. ``tracer``
+    is the concrete tracer fetched once (not looked up per span)."""
+
+    tracer: trace.Tracer
+    logger: Any
+    inst: Instruments
+    content: ContentPolicy
+    failures: FailureLog | None
+
+    def internal_failure(self, where: str, exc: BaseException) -> None:
+        """A fault of the telemetry itself: counted under ``instrumentation``,
+        never raised into the agent."""
+        if self.failures is not None:
+            self.failures.record(INSTRUMENTATION, "telemetry", where,
+                                 f"telemetry error: {describe(exc)}", exc)
+
+
+def mark_error(span: trace.Span, etype: str, message: str,
+               metric_attrs: dict[str, Any] | None = None) -> None:
+    """The span (and its metric point, when given) marked failed with ``error.type``."""
+    span.set_attribute(a.ERROR_TYPE, etype)
+    span.set_status(Status(StatusCode.ERROR, message))
+    if metric_attrs is not None:
+        metric_attrs[a.ERROR_TYPE] = etype
+
+
+def mark_exception(span: trace.Span, exc: BaseException,
+                   metric_attrs: dict[str, Any] | None = None, *,
+                   with_content: bool = False) -> None:
+    """``with_content``: content capture puts content on spans, so a provider's error
+    body may be the description too (redacted); otherwise its type and code only."""
+    mark_error(span, error_type(exc), error_description(exc, with_content), metric_attrs)
+
+
+def call_ids(call: CallInfo, out: dict[str, Any]) -> dict[str, Any]:
+    """The call's ids that are set (conversation, turn, task, API request),
+    cleaned, added to ``out``: every span and hook record of a call carries them."""
+    return put_present(out, ((a.GEN_AI_CONVERSATION_ID, call.session_id),
+                             (a.OTELMW_TURN_ID, call.turn_id),
+                             (a.OTELMW_TASK_ID, call.task_id),
+                             (a.OTELMW_API_REQUEST_ID, call.api_request_id)))
+
+
+class OpState:
+    """One call's span state (kept on ``CallInfo.observer_state`` from the span's
+    start to its end)."""
+
+    __slots__ = ("attrs", "digests", "facts", "original_model", "request", "span", "start",
+                 "token")
+
+    def __init__(self, span: trace.Span, token: object, start: float,
+                 attrs: dict[str, Any], request: Any = None) -> None:
+        self.span, self.token, self.start = span, token, start
+        self.attrs = attrs  # the call's metric attributes (its own copy: error.type goes in)
+        # chat: the effective request (its parameters go on the span when it ends)
+        self.request = request
+        self.original_model: str | None = None  # set when a rewrite changed the model
+        self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
+        # The same request/args/result objects reach the span and several hook
+        # events of one call: digest each once (by id, see ``digest_once``).
+        self.digests: dict[int, Digested] | None = None
+
+    def leave_context(self) -> None:
+        """The call's span stops being current (the call returned, its span may
+        still be open: a stream)."""
+        safe_detach(self.token)
+        self.token = None
+
+
+class OperationSpans(Protocol):
+    """A span kind of one call (chat, embeddings, execute_tool): what
+    ``TelemetryObserver`` routes ``call_started``/``call_finished`` to."""
+
+    def start(self, call: CallInfo, payload: Any) -> None:
+        """Open the call's span; its state goes on ``call.observer_state``."""
+
+    def finish(self, call: CallInfo, op: OpState, result: Any,
+               error: BaseException | None) -> Any:
+        """The call returned (or raised): end its span, or hand back a stream that
+        ends it; returns the result to hand back."""
+
+
+class Digested(NamedTuple):
+    """One cached digest: ``value`` is kept alive so its id is not reused."""
+
+    value: Any
+    digest: tuple[str, int]
+
+
+def digest_once(call: CallInfo, value: Any) -> tuple[str, int]:
+    """``digests.digest(value)`` (digest, size), computed once per object and call."""
+    op = call.observer_state
+    if not isinstance(op, OpState):
+        return digest(value)
+    cache = op.digests
+    if cache is None:
+        cache = op.digests = {}
+    hit = cache.get(id(value))
+    if hit is not None and hit.value is value:
+        return hit.digest
+    result = digest(value)
+    cache[id(value)] = Digested(value, result)
+    return result

@@ -1,0 +1,109 @@
+"""``execute_tool`` spans: born with the tool's name (its ids and arguments only
+when recording), decorated with the normalized result (``result``), failed by a
+raised error, a failed result or an exception as result, ended when the call
+returns (``finish``) with the ``gen_ai.execute_tool.duration`` point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from ...core.contract import CallInfo
+from ...core.results import NormalizedToolResult
+from .. import attributes as a
+from ..digests import type_name
+from ..values import clean_str as _c
+from ..values import flatten_metadata, put_present, short_text
+from .operation import (
+    OpState,
+    Signals,
+    attach,
+    call_ids,
+    digest_once,
+    mark_error,
+    mark_exception,
+    perf_counter,
+    set_span_in_context,
+)
+
+_INTERNAL = SpanKind.INTERNAL
+
+
+class ToolSpans:
+    """The ``execute_tool`` span of a tool call."""
+
+    def __init__(self, signals: Signals) -> None:
+        self.signals = signals
+        self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
+
+    def start(self, call: CallInfo, args: Any) -> None:
+        tool = _c(call.tool_name) or "unknown"
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
+                                 a.GEN_AI_TOOL_NAME: tool}
+        span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
+        if span.is_recording():
+            extra = call_ids(call, {a.GEN_AI_TOOL_TYPE: "function"})
+            put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
+                                (a.OTELMW_RUNTIME_ID, call.runtime_id)))
+            if self.content.on_spans:
+                extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
+            span.set_attributes(extra)
+        token = attach(set_span_in_context(span))
+        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
+        call.observer_state = OpState(span, token, perf_counter(), metric_attrs, None)
+
+    def result(self, call: CallInfo, normalized: NormalizedToolResult, status: str) -> None:
+        """The normalized result: ``status`` ``ok``, ``error`` or ``blocked``."""
+        op = call.observer_state
+        if not isinstance(op, OpState):
+            return
+        try:
+            self._result(call, op, normalized, status)
+        except Exception as exc:
+            self.signals.internal_failure("tool_result", exc)
+
+    def _result(self, call: CallInfo, op: OpState, normalized: NormalizedToolResult,
+                status: str) -> None:
+        span = op.span
+        success = bool(normalized.success)
+        blocked = status == "blocked"
+        raw = normalized.raw_result
+        if span.is_recording():
+            attrs: dict[str, Any] = {
+                a.OTELMW_RESULT_SUCCESS: success,
+                a.OTELMW_RESULT_STATUS: status,
+                a.OTELMW_RESULT_EXECUTION_TIME_MS: float(normalized.execution_time_ms or 0.0),
+            }
+            if normalized.error_message:
+                attrs[a.OTELMW_RESULT_ERROR_MESSAGE] = short_text(normalized.error_message)
+            attrs.update(flatten_metadata(normalized.metadata))
+            raw_digest, raw_size = digest_once(call, raw)
+            attrs[a.OTELMW_RESULT_RAW_DIGEST] = raw_digest
+            attrs[a.OTELMW_RESULT_RAW_SIZE] = raw_size
+            attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
+            content = normalized.content
+            if content is raw:
+                attrs[a.OTELMW_RESULT_CONTENT_DIGEST] = raw_digest
+            else:
+                attrs[a.OTELMW_RESULT_CONTENT_DIGEST], _ = digest_once(call, content)
+            if self.content.on_spans:
+                attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
+            span.set_attributes(attrs)
+        if isinstance(raw, BaseException):
+            mark_exception(span, raw, op.attrs, with_content=self.content.on_spans)
+        elif not success and not blocked:
+            mark_error(span, "tool_error", short_text(normalized.error_message, 256), op.attrs)
+        self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
+                                       a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
+                                       a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
+
+    def finish(self, call: CallInfo, op: OpState, result: Any,
+               error: BaseException | None) -> Any:
+        op.leave_context()
+        span = op.span
+        if error is not None:
+            mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
+        span.end()
+        self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
+        return result
