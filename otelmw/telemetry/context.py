@@ -25,7 +25,7 @@ T = TypeVar("T")
 # The runtime context's own detach: unlike ``opentelemetry.context.detach`` it
 # raises instead of logging an error when the token belongs to another context.
 # Bound once here, the one place otelmw reaches for OpenTelemetry's private API;
-# per-layer code calls it inline (``layer_spans``) to save ``safe_detach``'s call.
+# per-layer code calls it inline (``spans.layer``) to save ``safe_detach``'s call.
 raw_detach = _RUNTIME_CONTEXT.detach
 
 
