@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Histogram, Meter
 
 from . import attributes as a
 
@@ -13,22 +13,23 @@ class Instruments:
                  "rewrites", "token_usage", "tool_duration", "tool_results")
 
     def __init__(self, meter: Meter) -> None:
-        self.operation_duration = meter.create_histogram(
-            a.M_OPERATION_DURATION, unit="s", description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS))
-        self.token_usage = meter.create_histogram(
-            a.M_TOKEN_USAGE, unit="{token}", description="Tokens used per LLM request",
-            explicit_bucket_boundaries_advisory=list(a.TOKEN_BUCKETS))
-        self.tool_duration = meter.create_histogram(
-            a.M_TOOL_DURATION, unit="s", description="Tool call duration",
-            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS))
-        self.agent_duration = meter.create_histogram(
-            a.M_AGENT_DURATION, unit="s", description="Agent turn duration",
-            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS))
-        self.middleware_duration = meter.create_histogram(
-            a.M_MIDDLEWARE_DURATION, unit="s",
-            description="Duration of one middleware callback (wrappers include downstream)",
-            explicit_bucket_boundaries_advisory=list(a.MIDDLEWARE_BUCKETS))
+        def histogram(name: str, unit: str, description: str,
+                      buckets: tuple[float, ...]) -> Histogram:
+            return meter.create_histogram(name, unit=unit, description=description,
+                                          explicit_bucket_boundaries_advisory=list(buckets))
+
+        self.operation_duration = histogram(a.M_OPERATION_DURATION, "s",
+                                            "GenAI operation duration", a.DURATION_BUCKETS)
+        self.token_usage = histogram(a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request",
+                                     a.TOKEN_BUCKETS)
+        self.tool_duration = histogram(a.M_TOOL_DURATION, "s", "Tool call duration",
+                                       a.DURATION_BUCKETS)
+        self.agent_duration = histogram(a.M_AGENT_DURATION, "s", "Agent turn duration",
+                                        a.DURATION_BUCKETS)
+        self.middleware_duration = histogram(
+            a.M_MIDDLEWARE_DURATION, "s",
+            "Duration of one middleware callback (wrappers include downstream)",
+            a.MIDDLEWARE_BUCKETS)
         self.middleware_failures = meter.create_counter(
             a.M_MIDDLEWARE_FAILURES, unit="{failure}",
             description="Middleware callbacks that failed (fail-open)")
