@@ -46,6 +46,13 @@ def ensure_observer() -> None:
                                       middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
 
 
+def host_hook_points_recorded(obs: Any) -> bool:
+    """Whether every firing of a host's own hook points becomes a record: unless hook
+    events are off (``registered`` covers them: the host's lifecycle exists without a
+    callback of otelmw's)."""
+    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+
+
 def server_of(base_url: Any) -> tuple[str | None, int | None]:
     """(host, port) of a client's base URL (httpx.URL or str)."""
     if base_url is None:

@@ -26,8 +26,6 @@ TARGETS = [("run_agent", "AIAgent", "run_conversation"),
            ("hermes_cli.middleware", None, "run_llm_execution_middleware"),
            ("hermes_cli.middleware", None, "apply_tool_request_middleware"),
            ("hermes_cli.middleware", None, "run_tool_execution_middleware"),
-           ("hermes_cli.middleware", None, "_get_middleware_callbacks"),
-           ("hermes_cli.plugins", "PluginManager", "invoke_middleware"),
            ("hermes_cli.plugins", "PluginManager", "invoke_hook"),
            ("hermes_cli.plugins", "PluginManager", "has_hook"),
            ("model_tools", None, "_emit_post_tool_call_hook")]
@@ -69,12 +67,12 @@ def main() -> int:
     hermes = HermesInstrumentor()
     hermes.instrument()
     if cfg.get("sabotage"):  # instrumentation internals that raise: Hermes must not notice
-        import otelmw.instrumentation.hermes as mod
+        import otelmw.instrumentation.hermes.calls as mod
 
         def boom(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("sabotaged instrumentation")
 
-        for name in ("_llm_call", "_tool_call", "_target", "_open"):
+        for name in ("llm_call", "tool_call", "call_of", "open_call"):
             setattr(mod, name, boom)
     if cfg.get("openai"):
         OpenAIInstrumentor().instrument()

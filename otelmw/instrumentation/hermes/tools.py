@@ -1,0 +1,91 @@
+"""A Hermes tool call (``run_tool_execution_middleware``) as one ``execute_tool`` call:
+``Pipeline.run_tool`` around the outermost of Hermes' ``tool_execution`` chains (on
+Hermes' concurrent path a second chain runs nested inside the first for the same
+tool_call_id: its middleware runs in the same call, with no span of its own); and the
+end of a tool call Hermes blocked or cancelled before it ran."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+from ...core import contract as c
+from ...core.pipeline import get_pipeline
+from ...core.results import TOOL_ERROR_PREFIX
+from ...telemetry.context import safe_detach
+from . import calls
+from .middleware import run_execution_chain, tool_execution_stage
+from .provider_calls import HostRun
+from .results import tool_error
+
+# The tool call whose outermost chain is running in this context.
+_running_tool: ContextVar[c.CallInfo | None] = ContextVar("otelmw_hermes_tool", default=None)
+
+
+def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    try:
+        stage = tool_execution_stage(*args, **kwargs)
+        tool_call_id = calls.text(stage.context.get("tool_call_id"))
+    except Exception as exc:
+        calls.instrumentation_failed("run_tool_execution_middleware", exc)
+        return wrapped(*args, **kwargs)
+    running = _running_tool.get()
+    if tool_call_id and running is not None and running.tool_call_id == tool_call_id:
+        return run_execution_chain(c.TOOL_EXECUTION, running, stage, stage.payload)
+    try:
+        key, turn = calls.tool_key(tool_call_id), calls.turn_calls()
+        opened = turn.claim(key) if turn is not None else None
+        call = opened.call if opened else calls.tool_call(stage.context["tool_name"],
+                                                          stage.context)
+        span_ctx = opened.context if opened else calls.open_call(call, stage.payload,
+                                                                 park=False)
+    except Exception as exc:
+        calls.instrumentation_failed("run_tool_execution_middleware", exc)
+        return wrapped(*args, **kwargs)
+    host = HostRun()
+
+    def execute(tool_args: Any) -> Any:
+        running_token = _running_tool.set(call)
+        host.started, host.result = True, None
+        try:
+            host.result = run_execution_chain(c.TOOL_EXECUTION, call, stage, tool_args)
+            return host.result
+        finally:
+            _running_tool.reset(running_token)
+
+    token = calls.attach(span_ctx) if opened else None
+    try:
+        result = get_pipeline().run_tool(
+            stage.context["tool_name"], stage.payload, execute, tool_call_id=tool_call_id,
+            runtime_id=calls.RUNTIME_ID, raise_errors=True, call=call)
+    except Exception as exc:
+        if host.started:
+            raise
+        calls.instrumentation_failed("run_tool_execution", exc)
+        return wrapped(*args, **kwargs)
+    finally:
+        safe_detach(token)
+        if turn is not None and span_ctx is not None:  # for the hooks Hermes fires next
+            turn.record_ended(key, calls.OpenedCall(call, span_ctx))
+    # run_tool hands the model "Tool Error: <message>" for a failed result: Hermes'
+    # own answer (its JSON envelope) goes back instead
+    error = tool_error(host.result) if host.started else None
+    return host.result if error is not None and result == f"{TOOL_ERROR_PREFIX}{error}" else (
+        result)
+
+
+def post_tool_call_emitted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``model_tools._emit_post_tool_call_hook``: a tool call still opened now never ran
+    (blocked by a ``pre_tool_call`` directive, cancelled): it ends with Hermes' status."""
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        turn = calls.turn_calls()
+        if turn is not None:
+            try:
+                calls.finish_unrun(
+                    turn.claim(calls.tool_key(calls.text(kwargs.get("tool_call_id")))),
+                    kwargs.get("status") or "not_run", kwargs.get("result"),
+                    kwargs.get("error_message"))
+            except Exception as exc:
+                calls.instrumentation_failed("post_tool_call", exc)
