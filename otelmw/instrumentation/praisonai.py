@@ -27,14 +27,14 @@ from __future__ import annotations
 import collections.abc
 import weakref
 from contextvars import Context, ContextVar, copy_context
-from typing import Any
+from typing import Any, NamedTuple
 
 import wrapt
 
 from ..core import contract as c
 from ..core.failures import INSTRUMENTATION, describe
 from ..core.pipeline import Turn, current_llm_call, get_pipeline
-from ._base import OtelmwInstrumentor, Wrapper, server_of
+from ._base import OtelmwInstrumentor, Wrapper, host_hook_points_recorded, server_of
 
 _CHAT = "praisonaiagents.agent.chat_mixin"
 _EXEC = "praisonaiagents.agent.execution_mixin"
@@ -45,10 +45,25 @@ _MISSING = object()
 
 _active: ContextVar[tuple[int, ...]] = ContextVar("otelmw_praisonai_active", default=())
 _state: ContextVar[_Opened | None] = ContextVar("otelmw_praisonai_turn", default=None)
-# tool call in flight: (runtime id otelmw normalizes, async only: [error text of the
-# latest attempt when the tool raised])
-_tool: ContextVar[tuple[str | None, list[Any] | None]] = ContextVar(
-    "otelmw_praisonai_tool", default=(None, None))
+
+
+class _AttemptError:
+    """Async tool calls: the error text of the latest attempt, when the tool raised
+    (PraisonAI hands back an error dict instead)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self) -> None:
+        self.text: Any = None
+
+
+class _ToolInFlight(NamedTuple):
+    normalized_id: str | None  # the runtime id otelmw normalizes for this call
+    attempt: _AttemptError | None  # async only
+
+
+_NO_TOOL = _ToolInFlight(None, None)
+_tool: ContextVar[_ToolInFlight] = ContextVar("otelmw_praisonai_tool", default=_NO_TOOL)
 _patched_resources: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -361,9 +376,15 @@ def _client_property(original: property) -> property:
 _TOOL_PARAMS = ("function_name", "arguments", "tool_call_id", "tools_override")
 
 
+class _ToolCall(NamedTuple):
+    params: dict[str, Any]  # the host call's arguments by name
+    runtime_id: str
+    normalized_id: str | None  # ``runtime_id`` when otelmw normalizes it, else None
+
+
 def _tool_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-               ) -> tuple[dict[str, Any], str, str | None] | None:
-    """(params, runtime id, id otelmw normalizes) — None leaves the call to PraisonAI."""
+               ) -> _ToolCall | None:
+    """The tool call of ``execute_tool(...)``; None leaves the call to PraisonAI."""
     try:
         if instance is None or len(args) > len(_TOOL_PARAMS):
             return None
@@ -373,7 +394,7 @@ def _tool_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             return None
         rid = runtime_id_of(instance)
         own = rid if rid != _NATIVE and get_pipeline().normalizers.has_middleware(rid) else None
-        return params, rid, own
+        return _ToolCall(params, rid, own)
     except Exception as exc:
         _fail("execute_tool", exc)
         return None
@@ -383,10 +404,10 @@ def _tool_sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
     found = _tool_call(instance, args, kwargs)
     if found is None:
         return wrapped(*args, **kwargs)
-    params, rid, own = found
+    params = found.params
 
     def call(effective: Any) -> Any:
-        token = _tool.set((own, None))
+        token = _tool.set(_ToolInFlight(found.normalized_id, None))
         try:
             return wrapped(**{**params, "arguments": effective})
         finally:
@@ -394,7 +415,8 @@ def _tool_sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
 
     return _fail_open(_Outcome(), "execute_tool", call, lambda ex: get_pipeline().run_tool(
         params["function_name"], params["arguments"], ex, tool_call_id=params.get(
-            "tool_call_id"), runtime_id=rid, raise_errors=True), lambda: wrapped(*args, **kwargs))
+            "tool_call_id"), runtime_id=found.runtime_id, raise_errors=True),
+        lambda: wrapped(*args, **kwargs))
 
 
 async def _tool_async(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -402,27 +424,28 @@ async def _tool_async(wrapped: Any, instance: Any, args: tuple[Any, ...],
     found = _tool_call(instance, args, kwargs)
     if found is None:
         return await wrapped(*args, **kwargs)
-    params, rid, own = found
+    params = found.params
     out = _Outcome()
 
     async def call(effective: Any) -> Any:
-        box: list[Any] = [None]
-        token = _tool.set((own, box))
+        attempt = _AttemptError()
+        token = _tool.set(_ToolInFlight(found.normalized_id, attempt))
         try:
             result = await wrapped(**{**params, "arguments": effective})
         finally:
             _tool.reset(token)
-        if box[0] is not None:  # PraisonAI turned a raising tool into an error dict
+        if attempt.text is not None:  # PraisonAI turned a raising tool into an error dict
             from praisonaiagents.errors import ToolExecutionError
 
             out.result, out.swallowed = result, True
-            raise ToolExecutionError(str(box[0]), tool_name=params["function_name"],
+            raise ToolExecutionError(str(attempt.text), tool_name=params["function_name"],
                                      agent_id=str(getattr(instance, "name", "unknown")))
         return result
 
     return await _afail_open(out, "execute_tool", call, lambda ex: get_pipeline().arun_tool(
         params["function_name"], params["arguments"], ex, tool_call_id=params.get(
-            "tool_call_id"), runtime_id=rid, raise_errors=True), lambda: wrapped(*args, **kwargs))
+            "tool_call_id"), runtime_id=found.runtime_id, raise_errors=True),
+        lambda: wrapped(*args, **kwargs))
 
 
 async def _async_attempt(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -430,17 +453,17 @@ async def _async_attempt(wrapped: Any, instance: Any, args: tuple[Any, ...],
     """``_execute_tool_async_impl``: did the tool raise? (PraisonAI tags the error
     dict it makes of the exception with its private ``_praison_retryable``)."""
     result = await wrapped(*args, **kwargs)
-    box = _tool.get()[1]
-    if box is not None:
+    attempt = _tool.get().attempt
+    if attempt is not None:
         raised = isinstance(result, dict) and "_praison_retryable" in result
-        box[0] = (result.get("error") or "tool raised") if raised else None
+        attempt.text = (result.get("error") or "tool raised") if raised else None
     return result
 
 
 def _praison_lookup(wrapped: Any, instance: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
     """PraisonAI's normalizer lookup: pass-through while otelmw normalizes that id."""
-    own = _tool.get()[0]
+    own = _tool.get().normalized_id
     if own is not None and (args[0] if args else kwargs.get("runtime_id")) == own:
         from praisonaiagents.runtime.middleware import PassThroughMiddleware
 
@@ -455,15 +478,9 @@ _LIFECYCLE = frozenset({"before_agent", "after_agent", "before_llm", "after_llm"
                         "before_tool", "after_tool"})
 
 
-def _host_hook_events(obs: Any) -> bool:
-    """Every firing of PraisonAI's own hook points becomes a record unless hook
-    events are off (as for Hermes: the host's lifecycle exists without a hook)."""
-    return obs is not None and obs.hook_events in ("registered", "all")
-
-
 def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> None:
     obs = get_pipeline().observer
-    if obs is None or not _host_hook_events(obs):
+    if obs is None or not host_hook_points_recorded(obs):
         return
     results = results if isinstance(results, list) else []
     event = args[0] if args else kwargs.get("event")
@@ -519,7 +536,7 @@ def _has_hooks(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return found
     event = args[0] if args else kwargs.get("event")
     return (str(getattr(event, "value", event)) in _LIFECYCLE
-            and _host_hook_events(get_pipeline().observer))
+            and host_hook_points_recorded(get_pipeline().observer))
 
 
 # ------------------------------------------------------------------- instrumentor

@@ -97,6 +97,12 @@ class _HermesRewrite:
         return replacement
 
 
+def _rewrite_layer(kind: str, callback: Callable[..., Any], rewrite: _HermesRewrite) -> Layer:
+    """The layer of ``callback`` (its plugin, its name) that runs it as ``rewrite``."""
+    layer = layer_of(kind, callback)
+    return Layer(kind, rewrite, layer.plugin, layer.name)
+
+
 def run_request_stage(kind: str, callbacks: list[Any], call: c.CallInfo,
                       stage: RequestStage) -> Any:
     """Hermes' ``llm_request``/``tool_request`` callbacks through otelmw's request
@@ -105,10 +111,9 @@ def run_request_stage(kind: str, callbacks: list[Any], call: c.CallInfo,
 
     key = c.PAYLOAD_KEY[kind]
     hermes_trace: list[dict[str, Any]] = []
-    layers = tuple(
-        Layer(kind, _HermesRewrite(cb, key, hermes_trace, hermes._trace_entry), layer.plugin,
-              layer.name)
-        for cb in callbacks for layer in (layer_of(kind, cb),))
+    layers = tuple(_rewrite_layer(kind, cb, _HermesRewrite(cb, key, hermes_trace,
+                                                           hermes._trace_entry))
+                   for cb in callbacks)
     original = freeze(stage.payload)
     pipe = get_pipeline()
     otelmw_entries = len(call.middleware_trace)
@@ -121,6 +126,16 @@ def run_request_stage(kind: str, callbacks: list[Any], call: c.CallInfo,
     return hermes.RequestMiddlewareResult(payload=thaw(effective),
                                           original_payload=thaw(original),
                                           changed=bool(hermes_trace), trace=hermes_trace)
+
+
+class ChainRun:
+    """Whether a pipeline call got as far as Hermes' own chain (an error from then on is
+    Hermes', not this adapter's, and is not run again), and what the chain returned."""
+
+    __slots__ = ("result", "started")
+
+    def __init__(self) -> None:
+        self.started, self.result = False, None
 
 
 def run_execution_chain(kind: str, call: c.CallInfo, stage: ExecutionStage,

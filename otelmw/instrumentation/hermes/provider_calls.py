@@ -12,17 +12,7 @@ from ...core import contract as c
 from ...core.pipeline import get_pipeline
 from ...telemetry.context import safe_detach
 from . import calls
-from .middleware import llm_execution_stage, run_execution_chain
-
-
-class HostRun:
-    """Whether the pipeline got as far as Hermes' own chain (then an error is Hermes',
-    not this adapter's), and what that chain returned."""
-
-    __slots__ = ("result", "started")
-
-    def __init__(self) -> None:
-        self.started, self.result = False, None
+from .middleware import ChainRun, llm_execution_stage, run_execution_chain
 
 
 def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -37,7 +27,7 @@ def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     except Exception as exc:
         calls.instrumentation_failed("run_llm_execution_middleware", exc)
         return wrapped(*args, **kwargs)
-    host = HostRun()
+    host = ChainRun()
 
     def execute(request: Any) -> Any:
         host.started = True

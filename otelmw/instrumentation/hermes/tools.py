@@ -14,8 +14,7 @@ from ...core.pipeline import get_pipeline
 from ...core.results import TOOL_ERROR_PREFIX
 from ...telemetry.context import safe_detach
 from . import calls
-from .middleware import run_execution_chain, tool_execution_stage
-from .provider_calls import HostRun
+from .middleware import ChainRun, run_execution_chain, tool_execution_stage
 from .results import tool_error
 
 # The tool call whose outermost chain is running in this context.
@@ -42,7 +41,7 @@ def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
     except Exception as exc:
         calls.instrumentation_failed("run_tool_execution_middleware", exc)
         return wrapped(*args, **kwargs)
-    host = HostRun()
+    host = ChainRun()
 
     def execute(tool_args: Any) -> Any:
         running_token = _running_tool.set(call)
