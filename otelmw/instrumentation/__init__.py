@@ -1,3 +1,3 @@
-"""Host instrumentors (one module per host), each an OpenTelemetry ``BaseInstrumentor``
-registered under the ``opentelemetry_instrumentor`` entry-point group as
-``otelmw_openai``, ``otelmw_anthropic``, ``otelmw_hermes``, ``otelmw_praisonai``."""
+"""Host instrumentors (one module or package per host), each an OpenTelemetry
+``BaseInstrumentor`` registered under the ``opentelemetry_instrumentor`` entry-point group
+as ``otelmw_openai``, ``otelmw_anthropic``, ``otelmw_hermes``, ``otelmw_praisonai``."""

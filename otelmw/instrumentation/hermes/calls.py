@@ -11,6 +11,8 @@ findable for the hooks Hermes fires after it (``post_api_request``, ``post_tool_
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,6 +24,7 @@ from ...core.failures import INSTRUMENTATION, describe
 from ...core.pipeline import get_pipeline
 from ...core.results import NormalizedToolResult
 from ...core.tool_calls import BLOCKED_KEY
+from ...telemetry.context import safe_detach
 from .._base import server_of
 
 RUNTIME_ID = AGENT_NAME = "hermes"
@@ -194,6 +197,39 @@ def open_ahead(key: str, call: c.CallInfo, payload: Any) -> OpenedCall:
 def attach(ctx: Any) -> Any:
     """Make a parked call's context current; the token for ``safe_detach``."""
     return otel_context.attach(ctx) if ctx is not None else None
+
+
+class ExecutingCall(NamedTuple):
+    """A call whose execution starts: the one opened ahead of it (``parked``), or one
+    opened now (outside a turn, or when Hermes skipped its request stage)."""
+
+    call: c.CallInfo
+    context: Any  # its span context
+    parked: bool
+
+
+def start_execution(key: str, payload: Any, new_call: Callable[[], c.CallInfo],
+                    api_request_id: str | None = None) -> ExecutingCall:
+    calls = _turn_calls.get()
+    opened = calls.claim(key, api_request_id) if calls is not None else None
+    if opened is not None:
+        return ExecutingCall(opened.call, opened.context, parked=True)
+    call = new_call()
+    return ExecutingCall(call, open_call(call, payload, park=False), parked=False)
+
+
+@contextmanager
+def executing(running: ExecutingCall, ended_key: str) -> Iterator[None]:
+    """Around a call's execution: a parked call's context attached; afterwards the call
+    stays findable under ``ended_key`` for the hooks Hermes fires after it."""
+    token = attach(running.context) if running.parked else None
+    try:
+        yield
+    finally:
+        safe_detach(token)
+        calls = _turn_calls.get()
+        if calls is not None and running.context is not None:
+            calls.record_ended(ended_key, OpenedCall(running.call, running.context))
 
 
 def finish_unrun(opened: OpenedCall | None, status: str | None = None, result: Any = None,

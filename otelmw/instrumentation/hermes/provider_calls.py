@@ -10,7 +10,6 @@ from typing import Any
 
 from ...core import contract as c
 from ...core.pipeline import get_pipeline
-from ...telemetry.context import safe_detach
 from . import calls
 from .middleware import ChainRun, llm_execution_stage, run_execution_chain
 
@@ -19,11 +18,9 @@ def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     try:
         stage = llm_execution_stage(*args, **kwargs)
         api_request_id = calls.text(stage.context.get("api_request_id"))
-        turn = calls.turn_calls()
-        opened = turn.claim(calls.LLM_KEY, api_request_id) if turn is not None else None
-        call = opened.call if opened else calls.llm_call(stage.payload, stage.context)
-        span_ctx = opened.context if opened else calls.open_call(call, stage.payload,
-                                                                 park=False)
+        running = calls.start_execution(
+            calls.LLM_KEY, stage.payload, lambda: calls.llm_call(stage.payload, stage.context),
+            api_request_id)
     except Exception as exc:
         calls.instrumentation_failed("run_llm_execution_middleware", exc)
         return wrapped(*args, **kwargs)
@@ -31,18 +28,13 @@ def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
 
     def execute(request: Any) -> Any:
         host.started = True
-        return run_execution_chain(c.LLM_EXECUTION, call, stage, request)
+        return run_execution_chain(c.LLM_EXECUTION, running.call, stage, request)
 
-    token = calls.attach(span_ctx) if opened else None
-    try:
-        return get_pipeline().run_llm(stage.payload, execute, call=call)
-    except Exception as exc:
-        if host.started:
-            raise
-        calls.instrumentation_failed("run_llm_execution", exc)
-        return wrapped(*args, **kwargs)
-    finally:
-        safe_detach(token)
-        if turn is not None and span_ctx is not None:  # for the hooks Hermes fires next
-            turn.record_ended(calls.ended_llm_key(api_request_id),
-                              calls.OpenedCall(call, span_ctx))
+    with calls.executing(running, calls.ended_llm_key(api_request_id)):
+        try:
+            return get_pipeline().run_llm(stage.payload, execute, call=running.call)
+        except Exception as exc:
+            if host.started:
+                raise
+            calls.instrumentation_failed("run_llm_execution", exc)
+            return wrapped(*args, **kwargs)

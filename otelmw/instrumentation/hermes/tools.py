@@ -12,7 +12,6 @@ from typing import Any
 from ...core import contract as c
 from ...core.pipeline import get_pipeline
 from ...core.results import TOOL_ERROR_PREFIX
-from ...telemetry.context import safe_detach
 from . import calls
 from .middleware import ChainRun, run_execution_chain, tool_execution_stage
 from .results import tool_error
@@ -28,44 +27,38 @@ def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
     except Exception as exc:
         calls.instrumentation_failed("run_tool_execution_middleware", exc)
         return wrapped(*args, **kwargs)
-    running = _running_tool.get()
-    if tool_call_id and running is not None and running.tool_call_id == tool_call_id:
-        return run_execution_chain(c.TOOL_EXECUTION, running, stage, stage.payload)
+    outer = _running_tool.get()
+    if tool_call_id and outer is not None and outer.tool_call_id == tool_call_id:
+        # Hermes' second chain of a parallel tool call, inside the first one's base call
+        return run_execution_chain(c.TOOL_EXECUTION, outer, stage, stage.payload)
     try:
-        key, turn = calls.tool_key(tool_call_id), calls.turn_calls()
-        opened = turn.claim(key) if turn is not None else None
-        call = opened.call if opened else calls.tool_call(stage.context["tool_name"],
-                                                          stage.context)
-        span_ctx = opened.context if opened else calls.open_call(call, stage.payload,
-                                                                 park=False)
+        key = calls.tool_key(tool_call_id)
+        running = calls.start_execution(key, stage.payload, lambda: calls.tool_call(
+            stage.context["tool_name"], stage.context))
     except Exception as exc:
         calls.instrumentation_failed("run_tool_execution_middleware", exc)
         return wrapped(*args, **kwargs)
     host = ChainRun()
 
     def execute(tool_args: Any) -> Any:
-        running_token = _running_tool.set(call)
+        running_token = _running_tool.set(running.call)
         host.started, host.result = True, None
         try:
-            host.result = run_execution_chain(c.TOOL_EXECUTION, call, stage, tool_args)
+            host.result = run_execution_chain(c.TOOL_EXECUTION, running.call, stage, tool_args)
             return host.result
         finally:
             _running_tool.reset(running_token)
 
-    token = calls.attach(span_ctx) if opened else None
-    try:
-        result = get_pipeline().run_tool(
-            stage.context["tool_name"], stage.payload, execute, tool_call_id=tool_call_id,
-            runtime_id=calls.RUNTIME_ID, raise_errors=True, call=call)
-    except Exception as exc:
-        if host.started:
-            raise
-        calls.instrumentation_failed("run_tool_execution", exc)
-        return wrapped(*args, **kwargs)
-    finally:
-        safe_detach(token)
-        if turn is not None and span_ctx is not None:  # for the hooks Hermes fires next
-            turn.record_ended(key, calls.OpenedCall(call, span_ctx))
+    with calls.executing(running, key):
+        try:
+            result = get_pipeline().run_tool(
+                stage.context["tool_name"], stage.payload, execute, tool_call_id=tool_call_id,
+                runtime_id=calls.RUNTIME_ID, raise_errors=True, call=running.call)
+        except Exception as exc:
+            if host.started:
+                raise
+            calls.instrumentation_failed("run_tool_execution", exc)
+            return wrapped(*args, **kwargs)
     # run_tool hands the model "Tool Error: <message>" for a failed result: Hermes'
     # own answer (its JSON envelope) goes back instead
     error = tool_error(host.result) if host.started else None
