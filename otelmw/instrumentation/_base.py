@@ -17,6 +17,7 @@ from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..core.pipeline import current_llm_call, get_pipeline
+from ..core.seam import PipelineObserver
 
 logger = logging.getLogger("otelmw")
 T = TypeVar("T")
@@ -46,11 +47,11 @@ def ensure_observer() -> None:
                                       middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
 
 
-def host_hook_points_recorded(obs: Any) -> bool:
+def host_hook_points_recorded(obs: PipelineObserver | None) -> bool:
     """Whether every firing of a host's own hook points becomes a record: unless hook
     events are off (``registered`` covers them: the host's lifecycle exists without a
     callback of otelmw's)."""
-    return obs is not None and getattr(obs, "hook_events", "none") in ("registered", "all")
+    return obs is not None and obs.hook_events in ("registered", "all")
 
 
 def server_of(base_url: Any) -> tuple[str | None, int | None]:
