@@ -17,8 +17,8 @@ _MAX_META_KEYS = 32
 
 
 def error_type(exc: BaseException) -> str:
-    # Host wrappers are unwrapped by their adapter (Hermes' downstream wrapper in
-    # instrumentation/hermes.py), not guessed here from an ``original`` attribute.
+    # A host's own exception wrappers are its adapter's business (Hermes' middleware
+    # runs in otelmw's chain: instrumentation/hermes/middleware.py), not guessed here.
     t = type(exc)
     return f"{t.__module__}.{t.__qualname__}"
 
