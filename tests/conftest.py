@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from _support import telemetry_snapshot
 from _support.components import HOST_MODULES, env_hosts, require_host
-from _telemetry_fixtures import TelemetryHarness
+from _support.telemetry import TelemetryHarness
 
 from otelmw.telemetry import uninstrument_threads
 

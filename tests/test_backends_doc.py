@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _cli_helpers import otelmw_cmd
+from _support.cli import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli_helpers import TRACE_LINE, ok, otelmw, pythonpath, waterfall_rows
+from _support.cli import TRACE_LINE, ok, otelmw, pythonpath, waterfall_rows
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 

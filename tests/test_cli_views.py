@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli_helpers import (
+from _support.cli import (
     SGR,
     SPAN_ROW,
     TRACE_LINE,

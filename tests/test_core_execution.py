@@ -15,17 +15,18 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
-from _core_helpers import (
+from _support.calls import (
     EXEC_KIND,
-    KEY,
-    KINDS,
     MODES,
-    ORIG,
+    OPS,
+    ORIGINAL_KEY,
+    PAYLOAD_KEY,
     PLUGIN,
-    REQ_KIND,
+    REQUEST_KIND,
+    BaseCall,
     host_payload,
-    invoke,
     named,
+    run_call,
 )
 from _support.garbage import cyclic_garbage
 
@@ -73,21 +74,6 @@ def exec_mw(mode: str, name: str, body: Body) -> Any:
     return named(cb, name)
 
 
-class Base:
-    def __init__(self, result: Any = "base-result", error: BaseException | None = None,
-                 log: list[str] | None = None) -> None:
-        self.calls: list[Any] = []
-        self.result, self.error, self.log = result, error, log
-
-    def __call__(self, payload: Any) -> Any:
-        self.calls.append(copy.deepcopy(payload))
-        if self.log is not None:
-            self.log.append("base")
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
 def otelmw_records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "otelmw" and r.levelno == level]
 
@@ -114,25 +100,25 @@ def key_of(kw: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------ nesting
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_execution_middleware_nests_first_registered_outermost(mode: str, kind: str) -> None:
     p = Pipeline()
     log: list[str] = []
     for tag in ("a", "b", "c"):
         add_exec(p, kind, mode, f"mw_{tag}", recorder(log, tag))
-    base = Base(log=log)
-    assert invoke(p, mode, kind, host_payload(), base) == "base-result"
+    base = BaseCall(log=log)
+    assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "base-result"
     assert log == ["a>", "b>", "c>", "base", "<c", "<b", "<a"]
     assert len(base.calls) == 1
     assert p.failures.total() == 0
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_next_call_with_modified_payload_passes_it_down(mode: str, kind: str) -> None:
     p = Pipeline()
-    key, orig = KEY[kind], ORIG[kind]
+    key, orig = PAYLOAD_KEY[kind], ORIGINAL_KEY[kind]
     inner_seen: list[tuple[Any, Any]] = []
 
     def outer(kw: dict[str, Any]) -> Generator[Any, Any, Any]:
@@ -146,8 +132,8 @@ def test_next_call_with_modified_payload_passes_it_down(mode: str, kind: str) ->
     add_exec(p, kind, mode, "outer", outer)
     add_exec(p, kind, mode, "inner", inner)
     host = host_payload()
-    base = Base()
-    invoke(p, mode, kind, host, base)
+    base = BaseCall()
+    run_call(p, mode, kind, host, base, raise_errors=True)
     expected = {**host_payload(), "path": ["outer"], "model": "swapped"}
     assert inner_seen == [(expected, host_payload())]
     assert base.calls == [expected]
@@ -157,13 +143,13 @@ def test_next_call_with_modified_payload_passes_it_down(mode: str, kind: str) ->
 # ------------------------------------------------------------------ next_call reuse
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_second_next_call_raises_next_call_reused_error_inside_middleware(
     mode: str, kind: str
 ) -> None:
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
     caught: list[BaseException] = []
 
     def twice(kw: dict[str, Any]) -> Generator[Any, Any, Any]:
@@ -175,18 +161,18 @@ def test_second_next_call_raises_next_call_reused_error_inside_middleware(
         return first
 
     add_exec(p, kind, mode, "twice", twice)
-    base = Base(result="only-once")
-    assert invoke(p, mode, kind, host_payload(), base) == "only-once"
+    base = BaseCall(result="only-once")
+    assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "only-once"
     assert len(caught) == 1 and type(caught[0]) is NextCallReusedError
     assert len(base.calls) == 1
     assert p.failures.total() == 0
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_uncaught_second_next_call_keeps_downstream_result(mode: str, kind: str) -> None:
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
 
     def twice(kw: dict[str, Any]) -> Generator[Any, Any, Any]:
         yield kw[key]
@@ -195,8 +181,8 @@ def test_uncaught_second_next_call_keeps_downstream_result(mode: str, kind: str)
     log: list[str] = []
     add_exec(p, kind, mode, "twice", twice)
     add_exec(p, kind, mode, "inner", recorder(log, "inner"))
-    base = Base(result="downstream", log=log)
-    assert invoke(p, mode, kind, host_payload(), base) == "downstream"
+    base = BaseCall(result="downstream", log=log)
+    assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "downstream"
     assert log == ["inner>", "base", "<inner"]
     assert p.failures.counts[("middleware", EXEC_KIND[kind], f"{PLUGIN}.twice")] == 1
 
@@ -204,7 +190,7 @@ def test_uncaught_second_next_call_keeps_downstream_result(mode: str, kind: str)
 # ------------------------------------------------------------------- short-circuit
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_not_calling_next_call_short_circuits(mode: str, kind: str) -> None:
     p = Pipeline()
@@ -219,15 +205,15 @@ def test_not_calling_next_call_short_circuits(mode: str, kind: str) -> None:
     add_exec(p, kind, mode, "outer", recorder(log, "outer"))
     add_exec(p, kind, mode, "cache", cache)
     add_exec(p, kind, mode, "inner", recorder(log, "inner"))
-    base = Base(log=log)
-    assert invoke(p, mode, kind, host_payload(), base) is cached
+    base = BaseCall(log=log)
+    assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) is cached
     assert base.calls == []
     assert log == ["outer>", "cache", "<outer"]
     assert p.failures.total() == 0
 
 
 @pytest.mark.parametrize("keeper_at", ["outer", "last"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_next_call_kept_beyond_its_call_still_runs_the_rest_once(
         mode: str, kind: str, keeper_at: str) -> None:
@@ -249,8 +235,8 @@ def test_next_call_kept_beyond_its_call_still_runs_the_rest_once(
     add_exec(p, kind, mode, "keeper", keeper)
     if keeper_at == "outer":
         add_exec(p, kind, mode, "inner", recorder(log, "inner"))
-    base = Base(log=log)
-    assert invoke(p, mode, kind, host_payload(), base) == "short"
+    base = BaseCall(log=log)
+    assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "short"
     assert base.calls == []
     before = list(log)
     late = kept[0]() if mode == "sync" else asyncio.run(kept[0]())
@@ -263,7 +249,7 @@ def test_next_call_kept_beyond_its_call_still_runs_the_rest_once(
     assert len(base.calls) == 1
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
         mode: str, kind: str) -> None:
@@ -273,7 +259,7 @@ def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
     p = Pipeline()
     for name in ("outer", "inner"):
         add_exec(p, kind, mode, name, recorder([], name))
-    base = Base()
+    base = BaseCall()
     loop = asyncio.new_event_loop()
     results: list[Any] = []
 
@@ -299,13 +285,13 @@ def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
 # ----------------------------------------------------------- raising before / after
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
     log: list[str] = []
 
     def broken(kw: dict[str, Any]) -> Generator[Any, Any, Any]:
@@ -316,9 +302,9 @@ def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
     add_exec(p, kind, mode, "outer", recorder(log, "outer"))
     add_exec(p, kind, mode, "broken", broken)
     add_exec(p, kind, mode, "inner", recorder(log, "inner"))
-    base = Base(log=log)
+    base = BaseCall(log=log)
     with caplog.at_level(logging.WARNING, logger="otelmw"):
-        assert invoke(p, mode, kind, host_payload(), base) == "base-result"
+        assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "base-result"
     assert log == ["outer>", "broken", "inner>", "base", "<inner", "<outer"]
     assert base.calls == [host_payload()]
     assert p.failures.counts[("middleware", EXEC_KIND[kind], f"{PLUGIN}.broken")] == 1
@@ -326,13 +312,13 @@ def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
     assert len(recs) == 1 and "broken before next_call" in recs[0].getMessage()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_raise_after_next_call_keeps_downstream_result_and_runs_nothing_twice(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
     log: list[str] = []
 
     def post_broken(kw: dict[str, Any]) -> Generator[Any, Any, Any]:
@@ -344,9 +330,10 @@ def test_raise_after_next_call_keeps_downstream_result_and_runs_nothing_twice(
     add_exec(p, kind, mode, "outer", recorder(log, "outer"))
     add_exec(p, kind, mode, "post_broken", post_broken)
     add_exec(p, kind, mode, "inner", recorder(log, "inner"))
-    base = Base(result="downstream-result", log=log)
+    base = BaseCall(result="downstream-result", log=log)
     with caplog.at_level(logging.WARNING, logger="otelmw"):
-        assert invoke(p, mode, kind, host_payload(), base) == "downstream-result"
+        result = run_call(p, mode, kind, host_payload(), base, raise_errors=True)
+        assert result == "downstream-result"
     assert log == ["outer>", "post_broken>", "inner>", "base", "<inner",
                    "<post_broken raising", "<outer"]
     assert len(base.calls) == 1
@@ -361,13 +348,13 @@ class DownstreamError(Exception):
     pass
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_downstream_failure_reaches_host_and_outer_middleware_as_same_object(
     mode: str, kind: str
 ) -> None:
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
     error = DownstreamError("provider down")
     seen_by_outer: list[BaseException] = []
     seen_by_hook: list[BaseException] = []
@@ -389,9 +376,9 @@ def test_downstream_failure_reaches_host_and_outer_middleware_as_same_object(
     if kind == "llm":
         p.registry.add_hook("api_request_error", lambda **kw: seen_by_hook.append(kw["error"]),
                             plugin=PLUGIN)
-    base = Base(error=error)
+    base = BaseCall(error=error)
     with pytest.raises(DownstreamError) as info:
-        invoke(p, mode, kind, host_payload(), base)
+        run_call(p, mode, kind, host_payload(), base, raise_errors=True)
     assert info.value is error
     assert len(seen_by_outer) == 1 and seen_by_outer[0] is error
     assert len(base.calls) == 1
@@ -399,7 +386,7 @@ def test_downstream_failure_reaches_host_and_outer_middleware_as_same_object(
         assert len(seen_by_hook) == 1 and seen_by_hook[0] is error
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_downstream_failure_with_retry_via_second_next_call_still_surfaces_original(
     mode: str, kind: str
@@ -407,7 +394,7 @@ def test_downstream_failure_with_retry_via_second_next_call_still_surfaces_origi
     """A middleware that catches the downstream failure and calls next_call again
     gets NextCallReusedError; the host still sees the base's own exception."""
     p = Pipeline()
-    key = KEY[kind]
+    key = PAYLOAD_KEY[kind]
     error = DownstreamError("flaky")
     inside: list[BaseException] = []
 
@@ -422,9 +409,9 @@ def test_downstream_failure_with_retry_via_second_next_call_still_surfaces_origi
                 raise
 
     add_exec(p, kind, mode, "retry", retry)
-    base = Base(error=error)
+    base = BaseCall(error=error)
     with pytest.raises(DownstreamError) as info:
-        invoke(p, mode, kind, host_payload(), base)
+        run_call(p, mode, kind, host_payload(), base, raise_errors=True)
     assert info.value is error
     assert len(inside) == 1
     assert len(base.calls) == 1
@@ -434,7 +421,7 @@ def test_downstream_failure_with_retry_via_second_next_call_still_surfaces_origi
 def test_downstream_tool_failure_without_raise_errors_becomes_tool_error_text(mode: str) -> None:
     p = Pipeline()
     add_exec(p, "tool", mode, "wrap", recorder([], "wrap"))
-    base = Base(error=DownstreamError("disk full"))
+    base = BaseCall(error=DownstreamError("disk full"))
     if mode == "sync":
         result = p.run_tool("tool_x", {"a": 1}, base)
     else:
@@ -489,11 +476,11 @@ def test_identical_failure_warns_once_counts_every_call_and_reload_resets(
 
     pm.add_plugin("noisy", register)
     name = f"noisy.{callback.__qualname__}"
-    base = Base()
+    base = BaseCall()
     n = 6
     caplog.set_level(logging.DEBUG, logger="otelmw")
     for _ in range(n):
-        assert invoke(p, mode, "llm", host_payload(), base) == "base-result"
+        assert run_call(p, mode, "llm", host_payload(), base) == "base-result"
     assert len(base.calls) == n
 
     warns = otelmw_records(caplog, logging.WARNING)
@@ -510,8 +497,8 @@ def test_identical_failure_warns_once_counts_every_call_and_reload_resets(
 
     caplog.clear()
     pm.reload()
-    invoke(p, mode, "llm", host_payload(), base)
-    invoke(p, mode, "llm", host_payload(), base)
+    run_call(p, mode, "llm", host_payload(), base)
+    run_call(p, mode, "llm", host_payload(), base)
     assert len(otelmw_records(caplog, logging.WARNING)) == 1
     assert p.failures.counts[(category, kind, name)] == n + 2
 
@@ -519,7 +506,7 @@ def test_identical_failure_warns_once_counts_every_call_and_reload_resets(
 # ------------------------------------------------------------------------ streaming
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 def test_sync_generator_passes_through_execution_middleware_unconsumed_sync(kind: str) -> None:
     p = Pipeline()
     pulled: list[int] = []
@@ -530,14 +517,14 @@ def test_sync_generator_passes_through_execution_middleware_unconsumed_sync(kind
             yield i
 
     add_exec(p, kind, "sync", "wrap", recorder([], "wrap"))
-    p.registry.add_middleware(REQ_KIND[kind], named(lambda **kw: None, "noop"), plugin=PLUGIN)
-    result = invoke(p, "sync", kind, host_payload(), lambda payload: stream())
+    p.registry.add_middleware(REQUEST_KIND[kind], named(lambda **kw: None, "noop"), plugin=PLUGIN)
+    result = run_call(p, "sync", kind, host_payload(), lambda payload: stream(), raise_errors=True)
     assert pulled == []
     assert list(result) == [0, 1, 2]
     assert pulled == [0, 1, 2]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 def test_async_generator_passes_through_execution_middleware_unconsumed_async(kind: str) -> None:
     p = Pipeline()
     pulled: list[int] = []
@@ -552,7 +539,7 @@ def test_async_generator_passes_through_execution_middleware_unconsumed_async(ki
     async def noop(**kw: Any) -> None:
         return None
 
-    p.registry.add_middleware(REQ_KIND[kind], noop, plugin=PLUGIN)
+    p.registry.add_middleware(REQUEST_KIND[kind], noop, plugin=PLUGIN)
 
     async def main() -> tuple[list[int], list[int]]:
         if kind == "llm":
@@ -569,7 +556,7 @@ def test_async_generator_passes_through_execution_middleware_unconsumed_async(ki
     assert pulled == [0, 1, 2]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPS)
 def test_sync_generator_passes_through_execution_middleware_unconsumed_async(kind: str) -> None:
     p = Pipeline()
     pulled: list[int] = []
@@ -580,6 +567,6 @@ def test_sync_generator_passes_through_execution_middleware_unconsumed_async(kin
             yield i
 
     add_exec(p, kind, "async", "wrap", recorder([], "wrap"))
-    result = invoke(p, "async", kind, host_payload(), lambda payload: stream())
+    result = run_call(p, "async", kind, host_payload(), lambda payload: stream(), raise_errors=True)
     assert pulled == []
     assert list(result) == [0, 1, 2]

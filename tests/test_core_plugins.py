@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli_helpers import otelmw as run_otelmw
+from _support.cli import otelmw as run_otelmw
 
 import otelmw
 import otelmw.core.plugins as plugins_mod

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import TelemetryHarness, is_child, is_error, is_unset
+from _support.telemetry import TelemetryHarness, is_child, is_error, is_unset
 from opentelemetry.trace import SpanKind
 
 from otelmw.decorators import (

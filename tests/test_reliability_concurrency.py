@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _observed_pipeline import ObservedPipeline
+from _support.telemetry import ObservedPipeline
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otelmw import PluginManager

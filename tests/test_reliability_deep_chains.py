@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _observed_pipeline import ObservedPipeline
+from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
 from otelmw.telemetry.content import ContentPolicy

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from _cli_helpers import otelmw
+from _support.cli import otelmw
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _observed_pipeline import ObservedPipeline
 from _support.otlp_receiver import OtlpReceiver
+from _support.telemetry import ObservedPipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

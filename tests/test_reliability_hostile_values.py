@@ -290,7 +290,7 @@ class FrameLike:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("observed", [False, True])
 def test_pandas_like_tool_arguments_reach_the_tool(mode: str, observed: bool) -> None:
-    from _telemetry_fixtures import TelemetryHarness
+    from _support.telemetry import TelemetryHarness
 
     h = TelemetryHarness("SPAN_AND_EVENT")
     try:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _cli_helpers import otelmw_cmd
+from _support.cli import otelmw_cmd
 from _support.components import clean_env, require_module
 from _support.otlp_receiver import OtlpReceiver, free_port
 from _support.scripted_llm import ScriptedLLMServer

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _observed_pipeline import ObservedPipeline
-from _telemetry_fixtures import EXEC_KIND, MODES, OPS, REQUEST_KIND, TOOL, run_call
+from _support.calls import EXEC_KIND, MODES, OPS, REQUEST_KIND, TOOL, run_call
+from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
 from otelmw.telemetry.content import ContentPolicy

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _cli_helpers import otelmw_cmd, pythonpath, read_terminal
+from _support.cli import otelmw_cmd, pythonpath, read_terminal
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 

@@ -20,7 +20,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack_queries import (
+from _support.components import unavailable
+from _support.stack_queries import (
     COLLECTOR_SERIES,
     SDK_INSTRUMENTS,
     SDK_SERIES,
@@ -32,7 +33,6 @@ from _stack_queries import (
     load_dashboard,
     metric_names,
 )
-from _support.components import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"

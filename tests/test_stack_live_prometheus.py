@@ -48,8 +48,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack_queries import SDK_SERIES, DashboardQuery, dashboard_queries, metric_names
 from _support.components import unavailable
+from _support.stack_queries import SDK_SERIES, DashboardQuery, dashboard_queries, metric_names
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAFFIC_SCRIPT = Path(__file__).resolve().parent / "stack_scripts" / "live_traffic.py"

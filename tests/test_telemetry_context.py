@@ -15,18 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import (
-    MODEL,
-    MODES,
-    OPS,
-    TOOL,
-    TelemetryHarness,
-    is_child,
-    named,
-    op_span_name,
-    parent_id,
-    run_call,
-)
+from _support.calls import MODEL, MODES, OPS, TOOL, named, run_call
+from _support.telemetry import TelemetryHarness, is_child, op_span_name, parent_id
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support.calls import TOOL, run_call
 from _support.components import clean_env, unavailable
 from _support.digest_key import keyed_hex
-from _telemetry_fixtures import TOOL, TelemetryHarness, run_call
+from _support.telemetry import TelemetryHarness
 
 from otelmw.telemetry import digests
 

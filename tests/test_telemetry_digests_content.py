@@ -13,14 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support.calls import MODEL, MODES, TOOL
 from _support.digest_key import keyed_hex
-from _telemetry_fixtures import (
-    MODEL,
-    MODES,
-    TOOL,
-    TelemetryHarness,
-    all_exported_text,
-)
+from _support.telemetry import TelemetryHarness, all_exported_text
 
 from otelmw.telemetry import ContentPolicy, default_redactor, digest, digests, set_redactor
 from otelmw.telemetry.content import (

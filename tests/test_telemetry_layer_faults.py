@@ -14,17 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import (
-    EXEC_KIND,
-    MODES,
-    OPS,
-    PLUGIN,
-    REQUEST_KIND,
-    TelemetryHarness,
-    is_child,
-    op_span_name,
-    run_call,
-)
+from _support.calls import EXEC_KIND, MODES, OPS, PLUGIN, REQUEST_KIND, run_call
+from _support.telemetry import TelemetryHarness, is_child, op_span_name
 from opentelemetry import trace
 from opentelemetry.sdk.trace import Span as SdkSpan
 from test_telemetry_spans import (

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support.calls import TOOL, run_call
 from _support.components import require_module
-from _telemetry_fixtures import TOOL, TelemetryHarness, all_exported_text, run_call
+from _support.telemetry import TelemetryHarness, all_exported_text
 
 from otelmw.telemetry import default_redactor, set_redactor
 from otelmw.telemetry.content import NO_CONTENT, REDACTED, SPAN_AND_EVENT

@@ -14,9 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _support.digest_key import keyed_hex
-from _support.garbage import cyclic_garbage
-from _telemetry_fixtures import (
+from _support.calls import (
     EXEC_KIND,
     MODEL,
     MODES,
@@ -25,15 +23,19 @@ from _telemetry_fixtures import (
     PLUGIN,
     REQUEST_KIND,
     TOOL,
+    named,
+    run_call,
+)
+from _support.digest_key import keyed_hex
+from _support.garbage import cyclic_garbage
+from _support.telemetry import (
     TelemetryHarness,
     is_child,
     is_error,
     is_unset,
     json_attr,
-    named,
     op_span_name,
     parent_id,
-    run_call,
 )
 from opentelemetry.trace import SpanKind
 

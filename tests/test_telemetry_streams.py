@@ -18,7 +18,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import MODEL, TelemetryHarness, is_child, is_error, is_unset
+from _support.calls import MODEL
+from _support.telemetry import TelemetryHarness, is_child, is_error, is_unset
 from opentelemetry.trace import SpanKind
 
 pytestmark = pytest.mark.timeout(60)

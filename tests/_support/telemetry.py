@@ -2,16 +2,17 @@
 
 No global providers: each ``TelemetryHarness`` owns a tracer, logger and meter
 provider with in-memory exporters and a ``Pipeline`` whose observer is a
-``TelemetryObserver`` wired to them. Test modules build one per test through
-a local fixture (``harness = TelemetryHarness(); yield harness; harness.close()``).
+``TelemetryObserver`` wired to them. The shared fixture ``h`` (conftest) builds one
+per test. ``ObservedPipeline`` adds a count of every span's start and end and hook
+events for every hook point, for the reliability tests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -23,18 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from _support.calls import MODEL, TOOL
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.telemetry import ContentPolicy, TelemetryObserver
 from otelmw.telemetry.content import NO_CONTENT
-
-MODES = ["sync", "async"]
-OPS = ["llm", "tool"]
-REQUEST_KIND = {"llm": "llm_request", "tool": "tool_request"}
-EXEC_KIND = {"llm": "llm_execution", "tool": "tool_execution"}
-PAYLOAD_KEY = {"llm": "request", "tool": "args"}
-PLUGIN = "x"
-MODEL = "gpt-test"
-TOOL = "lookup"
 
 
 class TelemetryHarness:
@@ -131,6 +124,36 @@ class TelemetryHarness:
         return self.metrics().get(name, [])
 
 
+class Lifecycle(SpanProcessor):
+    """Counts starts and ends per span id (double ends show up as SDK complaints)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: set[int] = set()
+        self.started = 0
+        self.ended = 0
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        with self.lock:
+            self.open.add(span.context.span_id)
+            self.started += 1
+
+    def on_end(self, span: ReadableSpan) -> None:
+        with self.lock:
+            self.open.discard(span.context.span_id)
+            self.ended += 1
+
+
+class ObservedPipeline(TelemetryHarness):
+    """The harness with every span's start/end counted (``lifecycle``) and hook events
+    emitted for every hook point."""
+
+    def __init__(self, content: ContentPolicy) -> None:
+        self.lifecycle = Lifecycle()
+        super().__init__(content.mode, content.max_length, span_processors=(self.lifecycle,),
+                         hook_events="all")
+
+
 class _ListHandler(logging.Handler):
     def __init__(self, sink: list[logging.LogRecord]) -> None:
         super().__init__(logging.WARNING)
@@ -160,26 +183,6 @@ def is_error(span: ReadableSpan) -> bool:
 
 def is_unset(span: ReadableSpan) -> bool:
     return span.status.status_code is StatusCode.UNSET
-
-
-def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    fn.__name__ = fn.__qualname__ = name
-    return fn
-
-
-def run_call(p: Pipeline, mode: str, op: str, payload: Any, execute: Callable[[Any], Any],
-             **kw: Any) -> Any:
-    """One LLM or tool call through the sync or async pipeline entry point."""
-    if op == "llm":
-        kw.setdefault("provider", "openai")
-        kw.setdefault("model", MODEL)
-        if mode == "sync":
-            return p.run_llm(payload, execute, **kw)
-        return asyncio.run(p.arun_llm(payload, execute, **kw))
-    kw.setdefault("tool_call_id", "call-1")
-    if mode == "sync":
-        return p.run_tool(TOOL, payload, execute, **kw)
-    return asyncio.run(p.arun_tool(TOOL, payload, execute, **kw))
 
 
 def op_span_name(op: str) -> str:
