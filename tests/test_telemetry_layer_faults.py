@@ -15,18 +15,20 @@ from typing import Any
 
 import pytest
 from _support.calls import EXEC_KIND, MODES, OPS, PLUGIN, REQUEST_KIND, run_call
-from _support.telemetry import TelemetryHarness, is_child, op_span_name
-from opentelemetry import trace
-from opentelemetry.sdk.trace import Span as SdkSpan
-from test_telemetry_spans import (
-    Base,
+from _support.telemetry import (
+    TelemetryHarness,
     add_rewriters,
     add_wrappers,
+    host_base,
+    is_child,
+    op_span_name,
     payload_for,
     response_for,
     rw_name,
     w_name,
 )
+from opentelemetry import trace
+from opentelemetry.sdk.trace import Span as SdkSpan
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,11 +58,11 @@ def test_broken_layer_metric_loses_no_span(h: TelemetryHarness, mode: str, op: s
     h.observer.inst.middleware_duration = broken  # type: ignore[assignment]
     add_rewriters(h, mode, op, ["rewrite", "none"])
     add_wrappers(h, mode, op, ["pass", "pass"])
-    base = Base(h, op, mode)
-    result = run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op)
+    result = run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
 
     assert result == response_for(op)
-    assert base.received == [{**payload_for(op), "k0": 0}]
+    assert base.calls == [{**payload_for(op), "k0": 0}]
     assert broken.calls == 4  # every layer tried to record
     assert h.internal_failures() == {("telemetry", "layer_finished"): 4}
     # Every layer span ended, with its outcome, in the right place of the tree.
@@ -92,11 +94,11 @@ def test_rewrite_attributes_failure_still_ends_the_rewrite_span(
     monkeypatch.setattr(SdkSpan, "set_attributes", set_attributes)
     add_rewriters(h, mode, op, ["rewrite"])
     add_wrappers(h, mode, op, ["pass"])
-    base = Base(h, op, mode, span=False)
-    result = run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op, span=False)
+    result = run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
 
     assert result == response_for(op)
-    assert base.received == [{**payload_for(op), "k0": 0}]  # the rewrite still applied
+    assert base.calls == [{**payload_for(op), "k0": 0}]  # the rewrite still applied
     assert h.internal_failures() == {("telemetry", "rewrite_finished"): 1}
     top = h.one(op_span_name(op))
     rewrite = h.one(rw_name(op, 0))  # ended and exported despite the fault

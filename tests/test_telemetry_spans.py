@@ -19,7 +19,6 @@ from _support.calls import (
     MODEL,
     MODES,
     OPS,
-    PAYLOAD_KEY,
     PLUGIN,
     REQUEST_KIND,
     TOOL,
@@ -30,12 +29,20 @@ from _support.digest_key import keyed_hex
 from _support.garbage import cyclic_garbage
 from _support.telemetry import (
     TelemetryHarness,
+    add_rewriters,
+    add_wrappers,
+    host_base,
     is_child,
     is_error,
     is_unset,
     json_attr,
     op_span_name,
     parent_id,
+    payload_for,
+    response_for,
+    rw_name,
+    short_result,
+    w_name,
 )
 from opentelemetry.trace import SpanKind
 
@@ -52,120 +59,6 @@ class ProviderDownError(Exception):
 PROVIDER_DOWN = f"{ProviderDownError.__module__}.ProviderDownError"
 
 
-def payload_for(op: str) -> dict[str, Any]:
-    if op == "llm":
-        return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
-    return {"q": "weather"}
-
-
-def response_for(op: str) -> Any:
-    if op == "llm":
-        return {"id": "chatcmpl-1", "model": MODEL, "choices": [{"finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
-    return "sunny"
-
-
-class Base:
-    """The host's base call: records the payload it got, optionally opens a span."""
-
-    def __init__(self, h: TelemetryHarness, op: str, mode: str, *, span: bool = True,
-                 raises: BaseException | None = None) -> None:
-        self.h, self.op, self.mode, self.span, self.raises = h, op, mode, span, raises
-        self.received: list[Any] = []
-
-    def _run(self, payload: Any) -> Any:
-        self.received.append(payload)
-        if self.span:
-            with self.h.tracer.start_as_current_span("base"):
-                pass
-        if self.raises is not None:
-            raise self.raises
-        return response_for(self.op)
-
-    def __call__(self) -> Any:
-        if self.mode == "sync":
-            return self._run
-
-        async def run(payload: Any) -> Any:
-            await asyncio.sleep(0)
-            return self._run(payload)
-
-        return run
-
-
-def rewriter(mode: str, op: str, i: int, behavior: str = "rewrite") -> Any:
-    key = PAYLOAD_KEY[op]
-
-    def body(kw: dict[str, Any]) -> Any:
-        if behavior == "raise":
-            raise ValueError(f"rewrite {i} failed")
-        if behavior == "none":
-            return None
-        if behavior == "bad":
-            return {"not_the_key": 1}
-        new = dict(kw[key])
-        new[f"k{i}"] = i
-        return {key: new, "source": f"src{i}", "reason": f"why{i}"}
-
-    if mode == "sync":
-        def cb(**kw: Any) -> Any:
-            return body(kw)
-    else:
-        async def cb(**kw: Any) -> Any:
-            await asyncio.sleep(0)
-            return body(kw)
-    return named(cb, f"rw{i}")
-
-
-def short_result(op: str) -> Any:
-    return {"id": "short", "model": MODEL, "choices": []} if op == "llm" else "short"
-
-
-def wrapper(mode: str, op: str, i: int, behavior: str = "pass") -> Any:
-    if mode == "sync":
-        def cb(**kw: Any) -> Any:
-            if behavior == "before":
-                raise ValueError(f"wrapper {i} before")
-            if behavior == "short":
-                return short_result(op)
-            result = kw["next_call"]()
-            if behavior == "after":
-                raise KeyError(f"wrapper {i} after")
-            return result
-    else:
-        async def cb(**kw: Any) -> Any:
-            await asyncio.sleep(0)
-            if behavior == "before":
-                raise ValueError(f"wrapper {i} before")
-            if behavior == "short":
-                return short_result(op)
-            result = await kw["next_call"]()
-            if behavior == "after":
-                raise KeyError(f"wrapper {i} after")
-            return result
-    return named(cb, f"w{i}")
-
-
-def add_rewriters(h: TelemetryHarness, mode: str, op: str, behaviors: list[str]) -> None:
-    for i, b in enumerate(behaviors):
-        h.pipeline.registry.add_middleware(REQUEST_KIND[op], rewriter(mode, op, i, b),
-                                           plugin=PLUGIN)
-
-
-def add_wrappers(h: TelemetryHarness, mode: str, op: str, behaviors: list[str]) -> None:
-    for i, b in enumerate(behaviors):
-        h.pipeline.registry.add_middleware(EXEC_KIND[op], wrapper(mode, op, i, b),
-                                           plugin=PLUGIN)
-
-
-def rw_name(op: str, i: int) -> str:
-    return f"{REQUEST_KIND[op]} {PLUGIN}.rw{i}"
-
-
-def w_name(op: str, i: int) -> str:
-    return f"{EXEC_KIND[op]} {PLUGIN}.w{i}"
-
-
 def assert_layer_attrs(span: Any, kind: str, i: int, prefix: str, outcome: str) -> None:
     attrs = span.attributes
     assert span.kind is SpanKind.INTERNAL
@@ -180,8 +73,8 @@ def assert_layer_attrs(span: Any, kind: str, i: int, prefix: str, outcome: str) 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_no_middleware_yields_exactly_one_span(h: TelemetryHarness, mode: str, op: str) -> None:
-    base = Base(h, op, mode, span=False)
-    result = run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op, span=False)
+    result = run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     assert result == response_for(op)
     spans = h.spans()
     assert [s.name for s in spans] == [op_span_name(op)]
@@ -206,7 +99,7 @@ def test_no_middleware_yields_exactly_one_span(h: TelemetryHarness, mode: str, o
 @pytest.mark.parametrize("mode", MODES)
 def test_base_call_span_is_child_of_operation_without_middleware(
         h: TelemetryHarness, mode: str, op: str) -> None:
-    run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     assert is_child(h.one("base"), h.one(op_span_name(op)))
 
 
@@ -217,8 +110,8 @@ def test_base_call_span_is_child_of_operation_without_middleware(
 def test_rewrite_spans_are_children_of_operation_span(
         h: TelemetryHarness, mode: str, op: str, n: int) -> None:
     add_rewriters(h, mode, op, ["rewrite"] * n)
-    base = Base(h, op, mode, span=False)
-    run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op, span=False)
+    run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     spans = h.spans()
     assert len(spans) == n + 1
     top = h.one(op_span_name(op))
@@ -235,7 +128,7 @@ def test_rewrite_spans_are_children_of_operation_span(
     for earlier, later in itertools.pairwise(rewrites):
         assert earlier.end_time <= later.start_time
     expected = {**payload_for(op), **{f"k{i}": i for i in range(n)}}
-    assert base.received == [expected]
+    assert base.calls == [expected]
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -243,8 +136,8 @@ def test_rewrite_spans_are_children_of_operation_span(
 def test_rewrite_outcomes_rewritten_unchanged_failed(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["none", "rewrite", "raise", "bad"])
-    base = Base(h, op, mode, span=False)
-    run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op, span=False)
+    run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     top = h.one(op_span_name(op))
     unchanged, rewritten, raised, bad = (h.one(rw_name(op, i)) for i in range(4))
     for span in (unchanged, rewritten, raised, bad):
@@ -269,7 +162,7 @@ def test_rewrite_outcomes_rewritten_unchanged_failed(
     assert bad.attributes["error.type"] == "bad_return_shape"
 
     # Fail-open: only the valid rewrite reached the base call; the call succeeded.
-    assert base.received == [{**payload_for(op), "k1": 1}]
+    assert base.calls == [{**payload_for(op), "k1": 1}]
     assert is_unset(top)
 
 
@@ -280,7 +173,7 @@ def test_rewrite_outcomes_rewritten_unchanged_failed(
 def test_execution_wrapper_spans_nest_outermost_first(
         h: TelemetryHarness, mode: str, op: str, n: int) -> None:
     add_wrappers(h, mode, op, ["pass"] * n)
-    result = run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    result = run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     assert result == response_for(op)
     spans = h.spans()
     assert len(spans) == n + 2  # operation + n wrappers + base
@@ -301,7 +194,7 @@ def test_rewrites_and_wrappers_together_three_each(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["rewrite"] * 3)
     add_wrappers(h, mode, op, ["pass"] * 3)
-    run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     top = h.one(op_span_name(op))
     assert len(h.spans()) == 8
     for i in range(3):
@@ -318,10 +211,10 @@ def test_rewrites_and_wrappers_together_three_each(
 @pytest.mark.parametrize("mode", MODES)
 def test_wrapper_short_circuit(h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "short", "pass"])
-    base = Base(h, op, mode)
-    result = run_call(h.pipeline, mode, op, payload_for(op), base())
+    base = host_base(h, op)
+    result = run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     assert result == short_result(op)
-    assert base.received == []
+    assert base.calls == []
     assert h.named("base") == [] and h.named(w_name(op, 2)) == []
     top, w0, w1 = h.one(op_span_name(op)), h.one(w_name(op, 0)), h.one(w_name(op, 1))
     assert len(h.spans()) == 3
@@ -336,7 +229,7 @@ def test_wrapper_short_circuit(h: TelemetryHarness, mode: str, op: str) -> None:
 def test_wrapper_failed_before_next_makes_next_a_sibling(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "before", "pass"])
-    result = run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    result = run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     assert result == response_for(op)
     top = h.one(op_span_name(op))
     w0, w1, w2 = (h.one(w_name(op, i)) for i in range(3))
@@ -359,7 +252,7 @@ def test_wrapper_failed_before_next_makes_next_a_sibling(
 def test_outermost_wrapper_failed_before_next_sibling_under_operation(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["before", "pass"])
-    run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     top = h.one(op_span_name(op))
     w0, w1 = h.one(w_name(op, 0)), h.one(w_name(op, 1))
     assert is_child(w0, top) and is_child(w1, top)
@@ -371,7 +264,7 @@ def test_outermost_wrapper_failed_before_next_sibling_under_operation(
 def test_wrapper_failed_after_next_keeps_result(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "after"])
-    result = run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    result = run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     assert result == response_for(op)
     top, w0, w1 = h.one(op_span_name(op)), h.one(w_name(op, 0)), h.one(w_name(op, 1))
     assert is_child(w1, w0) and is_child(h.one("base"), w1)
@@ -387,12 +280,12 @@ def test_wrapper_failed_after_next_keeps_result(
 def test_wrapper_error_outcome_when_downstream_raises(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "pass"])
-    base = Base(h, op, mode, raises=ProviderDownError("provider down"))
+    base = host_base(h, op, raises=ProviderDownError("provider down"))
     if op == "llm":
         with pytest.raises(ProviderDownError):
-            run_call(h.pipeline, mode, op, payload_for(op), base())
+            run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     else:
-        assert run_call(h.pipeline, mode, op, payload_for(op), base()) == (
+        assert run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode)) == (
             "Tool Error: provider down")
     top, w0, w1 = h.one(op_span_name(op)), h.one(w_name(op, 0)), h.one(w_name(op, 1))
     for i, span in enumerate((w0, w1)):
@@ -411,13 +304,13 @@ def test_wrapper_error_outcome_when_downstream_raises(
 @pytest.mark.parametrize("mode", MODES)
 def test_base_error_without_middleware_sets_error_type(
         h: TelemetryHarness, mode: str, op: str) -> None:
-    base = Base(h, op, mode, span=False, raises=ValueError("nope"))
+    base = host_base(h, op, span=False, raises=ValueError("nope"))
     if op == "llm":
         with pytest.raises(ValueError):
-            run_call(h.pipeline, mode, op, payload_for(op), base())
+            run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
     else:
         with pytest.raises(ValueError):
-            run_call(h.pipeline, mode, op, payload_for(op), base(), raise_errors=True)
+            run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode), raise_errors=True)
     [span] = h.spans()
     assert is_error(span)
     assert span.attributes["error.type"] == "builtins.ValueError"
@@ -427,13 +320,13 @@ def test_base_error_without_middleware_sets_error_type(
 # ------------------------------------------------------------------ turns
 def _turn_body_sync(h: TelemetryHarness) -> None:
     for op in OPS:
-        run_call(h.pipeline, "sync", op, payload_for(op), Base(h, op, "sync")())
+        run_call(h.pipeline, "sync", op, payload_for(op), host_base(h, op))
 
 
 async def _turn_body_async(h: TelemetryHarness) -> None:
     p = h.pipeline
-    await p.arun_llm(payload_for("llm"), Base(h, "llm", "async")(), model=MODEL)
-    await p.arun_tool(TOOL, payload_for("tool"), Base(h, "tool", "async")())
+    await p.arun_llm(payload_for("llm"), host_base(h, "llm").in_mode("async"), model=MODEL)
+    await p.arun_tool(TOOL, payload_for("tool"), host_base(h, "tool").in_mode("async"))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -625,7 +518,7 @@ def _by(points: list[Any], *keys: str) -> dict[tuple[Any, ...], Any]:
 def test_middleware_metrics(h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["rewrite", "raise"])
     add_wrappers(h, mode, op, ["before", "pass"])
-    run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode)())
+    run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
     durations = _by(h.points("otelmw.middleware.duration"), "otelmw.middleware.name",
                     "otelmw.middleware.outcome")
     assert set(durations) == {("x.rw0", "rewritten"), ("x.rw1", "failed"),
@@ -643,7 +536,7 @@ def test_middleware_metrics(h: TelemetryHarness, mode: str, op: str) -> None:
 
 
 def test_no_middleware_metric_points_without_middleware(h: TelemetryHarness) -> None:
-    run_call(h.pipeline, "sync", "llm", payload_for("llm"), Base(h, "llm", "sync")())
+    run_call(h.pipeline, "sync", "llm", payload_for("llm"), host_base(h, "llm"))
     names = set(h.metrics())
     assert "otelmw.middleware.duration" not in names
     assert "otelmw.rewrites" not in names
@@ -691,7 +584,8 @@ def test_hook_failure_metric_and_log_count(h: TelemetryHarness, mode: str) -> No
         raise RuntimeError("hook broke")
 
     h.pipeline.registry.add_hook("pre_api_request", named(bad_hook, "bad_hook"), plugin=PLUGIN)
-    run_call(h.pipeline, mode, "llm", payload_for("llm"), Base(h, "llm", mode, span=False)())
+    run_call(h.pipeline, mode, "llm", payload_for("llm"),
+             host_base(h, "llm", span=False).in_mode(mode))
     [point] = h.points("otelmw.hook.failures")
     assert point.value == 1
     assert dict(point.attributes) == {"otelmw.hook.name": "pre_api_request",
@@ -819,7 +713,7 @@ def test_hook_log_events_llm(h: TelemetryHarness, mode: str) -> None:
                                      plugin=PLUGIN)
     with h.pipeline.turn("agent", session_id="sess-9"):
         run_call(h.pipeline, mode, "llm", payload_for("llm"),
-                 Base(h, "llm", mode, span=False)())
+                 host_base(h, "llm", span=False).in_mode(mode))
     assert seen == ["pre_api_request", "post_api_request"]
     chat = h.one(f"chat {MODEL}")
     logs = h.logs()
@@ -848,7 +742,7 @@ def test_hook_log_event_api_request_error(h: TelemetryHarness, mode: str) -> Non
     noop_hooks(h, "pre_api_request", "api_request_error")
     with pytest.raises(ProviderDownError), h.pipeline.turn("agent", session_id="sess-9"):
         run_call(h.pipeline, mode, "llm", payload_for("llm"),
-                 Base(h, "llm", mode, span=False, raises=ProviderDownError("x"))())
+                 host_base(h, "llm", span=False, raises=ProviderDownError("x")).in_mode(mode))
     chat = h.one(f"chat {MODEL}")
     assert [r.event_name for r in h.logs()] == ["otelmw.hook.pre_api_request",
                                                 "otelmw.hook.api_request_error"]
@@ -1041,10 +935,10 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
     try:
         add_rewriters(harness, mode, op, ["rewrite", "none"])
         add_wrappers(harness, mode, op, ["pass", "pass"])
-        base = Base(harness, op, mode, span=False)
+        base = host_base(harness, op, span=False)
 
         def one_call() -> Any:
-            execute = base()
+            execute = base.in_mode(mode)
             if op == "llm":
                 call = (harness.pipeline.run_llm if mode == "sync"
                         else harness.pipeline.arun_llm)(payload_for(op), execute,
@@ -1059,7 +953,7 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
         layer_spans = [s for s in harness.spans() if s.name.startswith((
             REQUEST_KIND[op], EXEC_KIND[op]))]
         assert len(layer_spans) == 4 * 55  # the calls really ran traced
-        assert len(base.received) == 55
+        assert len(base.calls) == 55
         assert harness.logs(), "hook events were emitted"
         assert unreachable < 20, f"{unreachable} unreachable objects after 50 traced calls"
     finally:

@@ -9,6 +9,7 @@ events for every hook point, for the reliability tests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -24,7 +25,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from _support.calls import MODEL, TOOL
+from _support.calls import (
+    EXEC_KIND,
+    MODEL,
+    PAYLOAD_KEY,
+    PLUGIN,
+    REQUEST_KIND,
+    TOOL,
+    BaseCall,
+    callback,
+    named,
+)
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.telemetry import ContentPolicy, TelemetryObserver
 from otelmw.telemetry.content import NO_CONTENT
@@ -183,6 +194,99 @@ def is_error(span: ReadableSpan) -> bool:
 
 def is_unset(span: ReadableSpan) -> bool:
     return span.status.status_code is StatusCode.UNSET
+
+
+# ------------------------------------------------- calls and their middleware
+def payload_for(op: str) -> dict[str, Any]:
+    """The payload of one ``op`` call in the telemetry tests."""
+    if op == "llm":
+        return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    return {"q": "weather"}
+
+
+def response_for(op: str) -> Any:
+    """What the host answers to ``op``: a chat completion with usage, or a tool result."""
+    if op == "llm":
+        return {"id": "chatcmpl-1", "model": MODEL, "choices": [{"finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    return "sunny"
+
+
+def host_base(h: TelemetryHarness, op: str, *, span: bool = True,
+              raises: BaseException | None = None) -> BaseCall:
+    """The host's base call for ``op``: answers ``response_for(op)`` (or raises
+    ``raises``), inside a host span ``base`` unless ``span`` is false."""
+    return BaseCall(response_for(op), error=raises, tracer=h.tracer if span else None)
+
+
+def rewriter(mode: str, op: str, i: int, behavior: str = "rewrite") -> Any:
+    """Request middleware ``rw<i>``: adds ``k<i>`` to the payload, or (``behavior``)
+    raises, returns ``None`` or returns a result without the payload key."""
+    key = PAYLOAD_KEY[op]
+
+    def body(kw: dict[str, Any]) -> Any:
+        if behavior == "raise":
+            raise ValueError(f"rewrite {i} failed")
+        if behavior == "none":
+            return None
+        if behavior == "bad":
+            return {"not_the_key": 1}
+        new = dict(kw[key])
+        new[f"k{i}"] = i
+        return {key: new, "source": f"src{i}", "reason": f"why{i}"}
+
+    return callback(mode, f"rw{i}", lambda **kw: body(kw))
+
+
+def short_result(op: str) -> Any:
+    return {"id": "short", "model": MODEL, "choices": []} if op == "llm" else "short"
+
+
+def wrapper(mode: str, op: str, i: int, behavior: str = "pass") -> Any:
+    """Execution middleware ``w<i>``: passes on, or (``behavior``) raises before or
+    after ``next_call``, or answers ``short_result(op)`` without calling it."""
+    if mode == "sync":
+        def cb(**kw: Any) -> Any:
+            if behavior == "before":
+                raise ValueError(f"wrapper {i} before")
+            if behavior == "short":
+                return short_result(op)
+            result = kw["next_call"]()
+            if behavior == "after":
+                raise KeyError(f"wrapper {i} after")
+            return result
+    else:
+        async def cb(**kw: Any) -> Any:
+            await asyncio.sleep(0)
+            if behavior == "before":
+                raise ValueError(f"wrapper {i} before")
+            if behavior == "short":
+                return short_result(op)
+            result = await kw["next_call"]()
+            if behavior == "after":
+                raise KeyError(f"wrapper {i} after")
+            return result
+    return named(cb, f"w{i}")
+
+
+def add_rewriters(h: TelemetryHarness, mode: str, op: str, behaviors: list[str]) -> None:
+    for i, b in enumerate(behaviors):
+        h.pipeline.registry.add_middleware(REQUEST_KIND[op], rewriter(mode, op, i, b),
+                                           plugin=PLUGIN)
+
+
+def add_wrappers(h: TelemetryHarness, mode: str, op: str, behaviors: list[str]) -> None:
+    for i, b in enumerate(behaviors):
+        h.pipeline.registry.add_middleware(EXEC_KIND[op], wrapper(mode, op, i, b),
+                                           plugin=PLUGIN)
+
+
+def rw_name(op: str, i: int) -> str:
+    return f"{REQUEST_KIND[op]} {PLUGIN}.rw{i}"
+
+
+def w_name(op: str, i: int) -> str:
+    return f"{EXEC_KIND[op]} {PLUGIN}.w{i}"
 
 
 def op_span_name(op: str) -> str:
