@@ -9,48 +9,23 @@ import warnings
 from typing import Any
 
 import pytest
+from _support.calls import (
+    ALL_HOOKS,
+    EXEC_KIND,
+    LLM_HOOKS,
+    MODES,
+    OPS,
+    PAYLOAD_KEY,
+    PLUGIN,
+    REQUEST_KIND,
+    TOOL_HOOKS,
+    BaseCall,
+    callback,
+    named,
+    run_call,
+)
 
 from otelmw import Pipeline
-
-MODES = ["sync", "async"]
-PLUGIN = "plug"
-LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
-TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
-ALL_HOOKS = LLM_HOOKS + TOOL_HOOKS
-
-
-def named(fn: Any, name: str) -> Any:
-    fn.__name__ = fn.__qualname__ = name
-    return fn
-
-
-def run_llm(p: Pipeline, mode: str, request: Any, execute: Any) -> Any:
-    kw = {"provider": "prov", "model": "m", "api_mode": "chat"}
-    if mode == "sync":
-        return p.run_llm(request, execute, **kw)
-    return asyncio.run(p.arun_llm(request, execute, **kw))
-
-
-def run_tool(p: Pipeline, mode: str, args: Any, execute: Any, **kw: Any) -> Any:
-    if mode == "sync":
-        return p.run_tool("tool_x", args, execute, tool_call_id="c1", **kw)
-    return asyncio.run(p.arun_tool("tool_x", args, execute, tool_call_id="c1", **kw))
-
-
-def hook(mode: str, name: str, fn: Any) -> Any:
-    """A hook running ``fn(**kw)``: plain on the sync path, ``async def`` on the async path."""
-    if mode == "sync":
-
-        def cb(**kw: Any) -> Any:
-            return fn(**kw)
-
-    else:
-
-        async def cb(**kw: Any) -> Any:
-            await asyncio.sleep(0)
-            return fn(**kw)
-
-    return named(cb, name)
 
 
 def rec_req(log: list[str], stage: str, key: str, mode: str) -> Any:
@@ -58,7 +33,7 @@ def rec_req(log: list[str], stage: str, key: str, mode: str) -> Any:
         log.append(stage)
         return {key: dict(kw[key]), "source": "s", "reason": "r"}
 
-    return hook(mode, stage, body)
+    return callback(mode, stage, body)
 
 
 def rec_exec(log: list[str], stage: str, key: str, mode: str) -> Any:
@@ -83,33 +58,38 @@ def rec_exec(log: list[str], stage: str, key: str, mode: str) -> Any:
     return named(cb, stage)
 
 
-def recording_base(log: list[str], error: BaseException | None = None,
-                   result: Any = "base-result") -> Any:
-    def base(payload: Any) -> Any:
-        log.append("base")
-        if error is not None:
-            raise error
-        return result
-
-    return base
-
-
 # ------------------------------------------------------------------------- order
 
 
+# Each operation's hooks, and everything a call logs when its request and execution
+# stages each hold a recorder and every hook appends its name.
+OP_HOOKS = {"llm": LLM_HOOKS, "tool": TOOL_HOOKS}
+ORDER_ON_SUCCESS = {
+    "llm": ["llm_request", "pre_api_request", "llm_execution>", "base", "<llm_execution",
+            "post_api_request"],
+    "tool": ["tool_request", "pre_tool_call", "tool_execution>", "base", "<tool_execution",
+             "post_tool_call", "transform_tool_result"],
+}
+OP_PAYLOAD = {"llm": {"model": "m"}, "tool": {"a": 1}}
+
+
+def add_stage_recorders(p: Pipeline, log: list[str], op: str, mode: str) -> None:
+    p.registry.add_middleware(REQUEST_KIND[op], rec_req(log, REQUEST_KIND[op],
+                                                        PAYLOAD_KEY[op], mode), plugin=PLUGIN)
+    p.registry.add_middleware(EXEC_KIND[op], rec_exec(log, EXEC_KIND[op], PAYLOAD_KEY[op], mode),
+                              plugin=PLUGIN)
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", MODES)
-def test_llm_hooks_fire_in_documented_order_on_success(mode: str) -> None:
+def test_hooks_fire_in_documented_order_on_success(mode: str, op: str) -> None:
     p = Pipeline()
     log: list[str] = []
-    p.registry.add_middleware("llm_request", rec_req(log, "llm_request", "request", mode),
-                              plugin=PLUGIN)
-    p.registry.add_middleware("llm_execution", rec_exec(log, "llm_execution", "request", mode),
-                              plugin=PLUGIN)
-    for h in LLM_HOOKS:
-        p.registry.add_hook(h, hook(mode, h, lambda h=h, **kw: log.append(h)), plugin=PLUGIN)
-    assert run_llm(p, mode, {"model": "m"}, recording_base(log)) == "base-result"
-    assert log == ["llm_request", "pre_api_request", "llm_execution>", "base",
-                   "<llm_execution", "post_api_request"]
+    add_stage_recorders(p, log, op, mode)
+    for h in OP_HOOKS[op]:
+        p.registry.add_hook(h, callback(mode, h, lambda h=h, **kw: log.append(h)), plugin=PLUGIN)
+    assert run_call(p, mode, op, OP_PAYLOAD[op], BaseCall(log=log)) == "base-result"
+    assert log == ORDER_ON_SUCCESS[op]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -117,42 +97,24 @@ def test_llm_hooks_fire_in_documented_order_on_error(mode: str) -> None:
     p = Pipeline()
     log: list[str] = []
     error = RuntimeError("provider failed")
-    p.registry.add_middleware("llm_request", rec_req(log, "llm_request", "request", mode),
-                              plugin=PLUGIN)
-    p.registry.add_middleware("llm_execution", rec_exec(log, "llm_execution", "request", mode),
-                              plugin=PLUGIN)
+    add_stage_recorders(p, log, "llm", mode)
     errors: list[BaseException] = []
 
     def on_error(**kw: Any) -> None:
         log.append("api_request_error")
         errors.append(kw["error"])
 
-    p.registry.add_hook("pre_api_request", hook(mode, "pre", lambda **kw: log.append(
+    p.registry.add_hook("pre_api_request", callback(mode, "pre", lambda **kw: log.append(
         "pre_api_request")), plugin=PLUGIN)
-    p.registry.add_hook("post_api_request", hook(mode, "post", lambda **kw: log.append(
+    p.registry.add_hook("post_api_request", callback(mode, "post", lambda **kw: log.append(
         "post_api_request")), plugin=PLUGIN)
-    p.registry.add_hook("api_request_error", hook(mode, "err", on_error), plugin=PLUGIN)
+    p.registry.add_hook("api_request_error", callback(mode, "err", on_error), plugin=PLUGIN)
     with pytest.raises(RuntimeError) as info:
-        run_llm(p, mode, {"model": "m"}, recording_base(log, error=error))
+        run_call(p, mode, "llm", {"model": "m"}, BaseCall(log=log, error=error))
     assert info.value is error
     assert errors == [error] and errors[0] is error
     assert log == ["llm_request", "pre_api_request", "llm_execution>", "base",
                    "<llm_execution", "api_request_error"]
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_tool_hooks_fire_in_documented_order(mode: str) -> None:
-    p = Pipeline()
-    log: list[str] = []
-    p.registry.add_middleware("tool_request", rec_req(log, "tool_request", "args", mode),
-                              plugin=PLUGIN)
-    p.registry.add_middleware("tool_execution", rec_exec(log, "tool_execution", "args", mode),
-                              plugin=PLUGIN)
-    for h in TOOL_HOOKS:
-        p.registry.add_hook(h, hook(mode, h, lambda h=h, **kw: log.append(h)), plugin=PLUGIN)
-    assert run_tool(p, mode, {"a": 1}, recording_base(log)) == "base-result"
-    assert log == ["tool_request", "pre_tool_call", "tool_execution>", "base",
-                   "<tool_execution", "post_tool_call", "transform_tool_result"]
 
 
 # ------------------------------------------------------------------------ fail-open
@@ -167,15 +129,15 @@ def test_raising_hooks_never_break_the_call(mode: str) -> None:
         raise RuntimeError("hook exploded")
 
     for h in ALL_HOOKS:
-        p.registry.add_hook(h, hook(mode, f"boom_{h}", boom), plugin=PLUGIN)
-        p.registry.add_hook(h, hook(mode, f"after_{h}", lambda h=h, **kw: after.append(h)),
+        p.registry.add_hook(h, callback(mode, f"boom_{h}", boom), plugin=PLUGIN)
+        p.registry.add_hook(h, callback(mode, f"after_{h}", lambda h=h, **kw: after.append(h)),
                             plugin=PLUGIN)
-    assert run_llm(p, mode, {"model": "m"}, lambda r: "llm-ok") == "llm-ok"
+    assert run_call(p, mode, "llm", {"model": "m"}, lambda r: "llm-ok") == "llm-ok"
     error = ValueError("llm failed")
     with pytest.raises(ValueError) as info:
-        run_llm(p, mode, {"model": "m"}, recording_base([], error=error))
+        run_call(p, mode, "llm", {"model": "m"}, BaseCall(log=[], error=error))
     assert info.value is error
-    assert run_tool(p, mode, {"a": 1}, lambda a: "tool-ok") == "tool-ok"
+    assert run_call(p, mode, "tool", {"a": 1}, lambda a: "tool-ok") == "tool-ok"
 
     assert after == ["pre_api_request", "post_api_request", "pre_api_request",
                      "api_request_error", "pre_tool_call", "post_tool_call",
@@ -195,16 +157,16 @@ def test_pre_tool_call_block_directive_stops_the_tool(mode: str) -> None:
     calls: list[Any] = []
     wrapped: list[str] = []
     post: list[Any] = []
-    p.registry.add_hook("pre_tool_call", hook(mode, "allow", lambda **kw: None), plugin=PLUGIN)
+    p.registry.add_hook("pre_tool_call", callback(mode, "allow", lambda **kw: None), plugin=PLUGIN)
     p.registry.add_hook(
         "pre_tool_call",
-        hook(mode, "blocker", lambda **kw: {"action": "block", "message": "not allowed: rm"}),
+        callback(mode, "blocker", lambda **kw: {"action": "block", "message": "not allowed: rm"}),
         plugin=PLUGIN)
     p.registry.add_middleware("tool_execution", rec_exec(wrapped, "exec", "args", mode),
                               plugin=PLUGIN)
-    p.registry.add_hook("post_tool_call", hook(mode, "post", lambda **kw: post.append(
+    p.registry.add_hook("post_tool_call", callback(mode, "post", lambda **kw: post.append(
         kw["status"])), plugin=PLUGIN)
-    result = run_tool(p, mode, {"cmd": "rm -rf /"}, lambda a: calls.append(a))
+    result = run_call(p, mode, "tool", {"cmd": "rm -rf /"}, lambda a: calls.append(a))
     assert result == "not allowed: rm"
     assert calls == []
     assert wrapped == []
@@ -217,11 +179,11 @@ def test_malformed_block_directive_runs_the_tool_warns_once_and_counts(
         mode: str, action: str, caplog: pytest.LogCaptureFixture) -> None:
     p = Pipeline()
     calls: list[Any] = []
-    p.registry.add_hook("pre_tool_call", hook(mode, "typo_guard", lambda **kw: {
+    p.registry.add_hook("pre_tool_call", callback(mode, "typo_guard", lambda **kw: {
         "action": action, "message": "not allowed"}), plugin=PLUGIN)
     with caplog.at_level("DEBUG", logger="otelmw"):
         for _ in range(2):
-            assert run_tool(p, mode, {"a": 1}, lambda a: calls.append(a) or "ran") == "ran"
+            assert run_call(p, mode, "tool", {"a": 1}, lambda a: calls.append(a) or "ran") == "ran"
     assert calls == [{"a": 1}, {"a": 1}]  # fail-open: the tool ran both times
     assert p.failures.counts[("hook", "pre_tool_call", f"{PLUGIN}.typo_guard")] == 2
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -234,9 +196,9 @@ def test_malformed_block_directive_runs_the_tool_warns_once_and_counts(
 def test_other_directives_are_not_block_near_misses(mode: str) -> None:
     p = Pipeline()
     for i, ret in enumerate(({"action": "allow"}, {"action": "log"}, {"other": 1})):
-        p.registry.add_hook("pre_tool_call", hook(mode, f"h{i}", lambda r=ret, **kw: r),
+        p.registry.add_hook("pre_tool_call", callback(mode, f"h{i}", lambda r=ret, **kw: r),
                             plugin=PLUGIN)
-    assert run_tool(p, mode, {"a": 1}, lambda a: "ran") == "ran"
+    assert run_call(p, mode, "tool", {"a": 1}, lambda a: "ran") == "ran"
     assert p.failures.total() == 0
 
 
@@ -244,11 +206,11 @@ def test_other_directives_are_not_block_near_misses(mode: str) -> None:
 def test_transform_tool_result_non_string_keeps_result_warns_once_and_counts(
         mode: str, caplog: pytest.LogCaptureFixture) -> None:
     p = Pipeline()
-    p.registry.add_hook("transform_tool_result", hook(mode, "as_dict", lambda **kw: {
+    p.registry.add_hook("transform_tool_result", callback(mode, "as_dict", lambda **kw: {
         "text": kw["result"]}), plugin=PLUGIN)
     with caplog.at_level("DEBUG", logger="otelmw"):
         for _ in range(2):
-            assert run_tool(p, mode, {"a": 1}, lambda a: "original") == "original"
+            assert run_call(p, mode, "tool", {"a": 1}, lambda a: "original") == "original"
     assert p.failures.counts[("hook", "transform_tool_result", f"{PLUGIN}.as_dict")] == 2
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1, warned
@@ -264,23 +226,23 @@ def test_transform_tool_result_string_replaces_result(mode: str) -> None:
         seen.append(kw["result"])
         return {"ignored": True}
 
-    p.registry.add_hook("transform_tool_result", hook(mode, "dict", not_a_string),
+    p.registry.add_hook("transform_tool_result", callback(mode, "dict", not_a_string),
                         plugin=PLUGIN)
     p.registry.add_hook("transform_tool_result",
-                        hook(mode, "redact", lambda **kw: f"[redacted {len(kw['result'])}]"),
+                        callback(mode, "redact", lambda **kw: f"[redacted {len(kw['result'])}]"),
                         plugin=PLUGIN)
-    p.registry.add_hook("transform_tool_result", hook(mode, "late", lambda **kw: "too late"),
+    p.registry.add_hook("transform_tool_result", callback(mode, "late", lambda **kw: "too late"),
                         plugin=PLUGIN)
-    assert run_tool(p, mode, {"a": 1}, lambda a: "secret") == "[redacted 6]"
+    assert run_call(p, mode, "tool", {"a": 1}, lambda a: "secret") == "[redacted 6]"
     assert seen == ["secret"]
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_transform_tool_result_returning_none_keeps_result(mode: str) -> None:
     p = Pipeline()
-    p.registry.add_hook("transform_tool_result", hook(mode, "none", lambda **kw: None),
+    p.registry.add_hook("transform_tool_result", callback(mode, "none", lambda **kw: None),
                         plugin=PLUGIN)
-    assert run_tool(p, mode, {"a": 1}, lambda a: "original") == "original"
+    assert run_call(p, mode, "tool", {"a": 1}, lambda a: "original") == "original"
 
 
 # ----------------------------------------------------------------- middleware_trace
@@ -290,7 +252,7 @@ TRACE_ENTRY = {"kind": "", "middleware": "", "plugin": PLUGIN, "source": "src",
 
 
 def _traced_rewrite(key: str, mode: str) -> Any:
-    return hook(mode, "rewriter",
+    return callback(mode, "rewriter",
                 lambda **kw: {key: dict(kw[key]), "source": "src", "reason": "because"})
 
 
@@ -318,10 +280,10 @@ def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None
 
     p.registry.add_middleware("llm_execution", exec_cb, plugin=PLUGIN)
     for h in LLM_HOOKS:
-        p.registry.add_hook(h, hook(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
-    run_llm(p, mode, {"model": "m"}, lambda r: "ok")
+        p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    run_call(p, mode, "llm", {"model": "m"}, lambda r: "ok")
     with pytest.raises(KeyError):
-        run_llm(p, mode, {"model": "m"}, recording_base([], error=KeyError("x")))
+        run_call(p, mode, "llm", {"model": "m"}, BaseCall(log=[], error=KeyError("x")))
 
     expected = [{**TRACE_ENTRY, "kind": "llm_request", "middleware": f"{PLUGIN}.rewriter"}]
     assert got == {
@@ -343,8 +305,8 @@ def test_middleware_trace_reaches_tool_hooks(mode: str) -> None:
 
     p.registry.add_middleware("tool_request", _traced_rewrite("args", mode), plugin=PLUGIN)
     for h in TOOL_HOOKS:
-        p.registry.add_hook(h, hook(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
-    run_tool(p, mode, {"a": 1}, lambda a: "ok")
+        p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    run_call(p, mode, "tool", {"a": 1}, lambda a: "ok")
     expected = [{**TRACE_ENTRY, "kind": "tool_request", "middleware": f"{PLUGIN}.rewriter"}]
     assert got == {h: [expected] for h in TOOL_HOOKS}
 
@@ -356,11 +318,11 @@ def _trigger(p: Pipeline, mode: str, hook_name: str) -> None:
     """Make one call that fires ``hook_name``."""
     if hook_name == "api_request_error":
         with pytest.raises(LookupError):
-            run_llm(p, mode, {"model": "m"}, recording_base([], error=LookupError("x")))
+            run_call(p, mode, "llm", {"model": "m"}, BaseCall(log=[], error=LookupError("x")))
     elif hook_name in LLM_HOOKS:
-        assert run_llm(p, mode, {"model": "m"}, lambda r: "ok") == "ok"
+        assert run_call(p, mode, "llm", {"model": "m"}, lambda r: "ok") == "ok"
     else:
-        assert run_tool(p, mode, {"a": 1}, lambda a: "ok") == "ok"
+        assert run_call(p, mode, "tool", {"a": 1}, lambda a: "ok") == "ok"
 
 
 @pytest.mark.parametrize("hook_name", ALL_HOOKS)
@@ -432,7 +394,7 @@ def test_async_block_and_transform_hooks_take_effect_in_async_calls() -> None:
         return f"T({kw['result']})"
 
     p.registry.add_hook("transform_tool_result", transform, plugin=PLUGIN)
-    assert run_tool(p, "async", {"a": 1}, lambda a: "raw") == "T(raw)"
+    assert run_call(p, "async", "tool", {"a": 1}, lambda a: "raw") == "T(raw)"
 
     async def block(**kw: Any) -> Any:
         await asyncio.sleep(0)
@@ -440,7 +402,7 @@ def test_async_block_and_transform_hooks_take_effect_in_async_calls() -> None:
 
     p.registry.add_hook("pre_tool_call", block, plugin=PLUGIN)
     calls: list[Any] = []
-    assert run_tool(p, "async", {"a": 1}, lambda a: calls.append(a)) == "T(async says no)"
+    assert run_call(p, "async", "tool", {"a": 1}, lambda a: calls.append(a)) == "T(async says no)"
     assert calls == []
 
 
@@ -458,7 +420,7 @@ def test_async_post_tool_call_hook_is_awaited_for_malformed_arguments_async() ->
     calls: list[Any] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_tool(p, "async", "{not json", lambda a: calls.append(a))
+        result = run_call(p, "async", "tool", "{not json", lambda a: calls.append(a))
         gc.collect()
     assert calls == []
     assert isinstance(result, str) and result.startswith("Tool Error: ")
@@ -471,6 +433,6 @@ def test_sync_post_tool_call_hook_fires_for_malformed_arguments_sync() -> None:
     p = Pipeline()
     done: list[Any] = []
     p.registry.add_hook("post_tool_call", lambda **kw: done.append(kw["status"]), plugin=PLUGIN)
-    result = run_tool(p, "sync", "{not json", lambda a: pytest.fail("tool must not run"))
+    result = run_call(p, "sync", "tool", "{not json", lambda a: pytest.fail("tool must not run"))
     assert isinstance(result, str) and result.startswith("Tool Error: ")
     assert done == ["error"]
