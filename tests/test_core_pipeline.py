@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, run_call
 
 from otelmw import Pipeline, PluginManager, runtime_context
 
-MODES = ["sync", "async"]
-PLUGIN = "ctx"
-LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
-TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
 COMMON = {
     "telemetry_schema_version": "otelmw.observer.v1",
     "middleware_schema_version": "otelmw.middleware.v1",
@@ -64,10 +61,8 @@ def capture_everything(p: Pipeline, mode: str, got: dict[str, list[dict[str, Any
         p.registry.add_hook(h, grab(h), plugin=PLUGIN)
 
 
-def llm(p: Pipeline, mode: str, execute: Any, **kw: Any) -> Any:
-    if mode == "sync":
-        return p.run_llm({"model": "gpt-req", "messages": []}, execute, **kw)
-    return asyncio.run(p.arun_llm({"model": "gpt-req", "messages": []}, execute, **kw))
+def request() -> dict[str, Any]:
+    return {"model": "gpt-req", "messages": []}
 
 
 # -------------------------------------------------------------- context fields
@@ -84,10 +79,10 @@ def test_llm_callbacks_receive_schema_versions_runtime_ids_and_llm_fields(mode: 
 
     def scenario() -> None:
         with runtime_context(session_id="sess-1", task_id="task-1", turn_id="turn-1"):
-            llm(p, mode, lambda r: "ok", provider="openai", model="gpt-x",
+            run_call(p, mode, "llm", request(), lambda r: "ok", provider="openai", model="gpt-x",
                 api_mode="chat_completions", api_request_id="req-given")
             with pytest.raises(OSError):
-                llm(p, mode, boom, provider="openai", model="gpt-x",
+                run_call(p, mode, "llm", request(), boom, provider="openai", model="gpt-x",
                     api_mode="chat_completions", api_request_id="req-given")
 
     in_fresh_context(scenario)
@@ -108,8 +103,10 @@ def test_llm_api_request_id_is_generated_when_not_given(mode: str) -> None:
 
     def scenario() -> None:
         with runtime_context(session_id="sess-1", task_id="task-1", turn_id="turn-1"):
-            llm(p, mode, lambda r: "ok", provider="anthropic")
-            llm(p, mode, lambda r: "ok", provider="anthropic")
+            run_call(p, mode, "llm", request(), lambda r: "ok", provider="anthropic",
+                     model=None)
+            run_call(p, mode, "llm", request(), lambda r: "ok", provider="anthropic",
+                     model=None)
 
     in_fresh_context(scenario)
     ids_per_call = [{got[label][i]["api_request_id"] for label in got} for i in range(2)]
@@ -201,25 +198,19 @@ def test_runtime_context_propagates_per_call(mode: str) -> None:
                                                   kw["turn_id"])), plugin=PLUGIN)
 
     def scenario() -> None:
-        llm(p, mode, lambda r: "ok")
+        run_call(p, mode, "llm", request(), lambda r: "ok")
         with runtime_context(session_id="s"):
             with runtime_context(turn_id="t1"):
-                llm(p, mode, lambda r: "ok")
+                run_call(p, mode, "llm", request(), lambda r: "ok")
             with runtime_context(turn_id="t2", task_id="k"):
-                llm(p, mode, lambda r: "ok")
-            llm(p, mode, lambda r: "ok")
+                run_call(p, mode, "llm", request(), lambda r: "ok")
+            run_call(p, mode, "llm", request(), lambda r: "ok")
 
     in_fresh_context(scenario)
     assert seen == [(None, None, None), ("s", None, "t1"), ("s", "k", "t2"), ("s", None, None)]
 
 
 # ----------------------------------------------------------------- tool arguments
-
-
-def tool(p: Pipeline, mode: str, args: Any, execute: Any, **kw: Any) -> Any:
-    if mode == "sync":
-        return p.run_tool("t", args, execute, **kw)
-    return asyncio.run(p.arun_tool("t", args, execute, **kw))
 
 
 @pytest.mark.parametrize("with_middleware", [False, True])
@@ -238,7 +229,7 @@ def test_json_string_tool_arguments_are_parsed(mode: str, with_middleware: bool)
         calls.append(a)
         return "done"
 
-    assert tool(p, mode, '{"path": "/tmp/x", "n": 2}', execute) == "done"
+    assert run_call(p, mode, "tool", '{"path": "/tmp/x", "n": 2}', execute) == "done"
     assert calls == [{"path": "/tmp/x", "n": 2}]
     assert type(calls[0]) is dict
     if with_middleware:
@@ -259,7 +250,7 @@ def test_malformed_json_tool_arguments_do_not_run_the_tool(
         p.registry.add_middleware("tool_execution", lambda **kw: touched.append("exec"),
                                   plugin=PLUGIN)
     calls: list[Any] = []
-    result = tool(p, mode, bad, lambda a: calls.append(a))
+    result = run_call(p, mode, "tool", bad, lambda a: calls.append(a))
     assert isinstance(result, str) and result.startswith("Tool Error: ")
     assert calls == []
     assert touched == []
