@@ -12,13 +12,23 @@ arbitrary objects): documented in docs/reliability.md and asserted below.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support.calls import (
+    EXEC_KIND,
+    MODES,
+    OPS,
+    ORIGINAL_KEY,
+    PAYLOAD_KEY,
+    PLUGIN,
+    PRE_HOOK,
+    REQUEST_KIND,
+    run_call,
+)
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 
@@ -127,8 +137,8 @@ def _content(v: Any) -> Any:
 
 
 @pytest.mark.parametrize("rewrite", [False, True])
-@pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("op", ["tool", "llm"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("kind", sorted(CONTAINERS))
 def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
                                                rewrite: bool) -> None:
@@ -138,7 +148,7 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
              "extra": {"held": value, "nested": [value]}} if op == "llm"
             else {"held": value, "nested": [{"deep": value}]})
     before = _snapshot(host)
-    key, orig = ("request", "original_request") if op == "llm" else ("args", "original_args")
+    key, orig = PAYLOAD_KEY[op], ORIGINAL_KEY[op]
     allowed: list[int] = []
 
     def request_mw(**kw: Any) -> Any:
@@ -151,24 +161,18 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
         return next_call()
 
     def hook(**kw: Any) -> None:
-        allowed.append(_try_all(kw["request" if op == "llm" else "args"]))
+        allowed.append(_try_all(kw[key]))
 
-    p.registry.add_middleware(f"{op}_request", request_mw, "x")
-    p.registry.add_middleware(f"{op}_execution", execution_mw, "x")
-    p.registry.add_hook("pre_api_request" if op == "llm" else "pre_tool_call", hook, "x")
+    p.registry.add_middleware(REQUEST_KIND[op], request_mw, PLUGIN)
+    p.registry.add_middleware(EXEC_KIND[op], execution_mw, PLUGIN)
+    p.registry.add_hook(PRE_HOOK[op], hook, PLUGIN)
     got: list[Any] = []
 
     def base(payload: Any) -> str:
         got.append(payload)
         return "ok"
 
-    if op == "llm":
-        call: Any = (p.run_llm(host, base) if mode == "sync"
-                     else asyncio.run(p.arun_llm(host, base)))
-    else:
-        call = (p.run_tool("t", host, base) if mode == "sync"
-                else asyncio.run(p.arun_tool("t", host, base)))
-    assert call == "ok"
+    assert run_call(p, mode, op, host, base) == "ok"
     assert allowed == [0, 0, 0], "a mutation went through"
     assert _snapshot(host) == before, "the host's object was changed"
     (seen,) = got

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -14,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.calls import MODES, OPS, run_call
 from _support.cli import otelmw as run_otelmw
 
 import otelmw
 import otelmw.core.plugins as plugins_mod
 from otelmw import Pipeline, PluginManager
 from otelmw.cli import main as cli_main
-
-MODES = ["sync", "async"]
 
 
 class FakeEntryPoint:
@@ -71,10 +69,7 @@ def path_of_call(p: Pipeline, mode: str = "sync") -> list[str]:
         seen.append(list(req["path"]))
         return "ok"
 
-    if mode == "sync":
-        p.run_llm({"path": []}, base)
-    else:
-        asyncio.run(p.arun_llm({"path": []}, base))
+    run_call(p, mode, "llm", {"path": []}, base)
     return seen[0]
 
 
@@ -409,7 +404,7 @@ def test_cli_enable_of_a_plugin_that_is_not_installed_is_an_error(tmp_path: Path
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("op", ["llm", "tool"])
+@pytest.mark.parametrize("op", OPS)
 def test_a_call_keeps_the_registrations_it_started_with_across_a_reload(
         mode: str, op: str) -> None:
     """A plugin removed while a call is running (another thread reloading) does not
@@ -432,13 +427,7 @@ def test_a_call_keeps_the_registrations_it_started_with_across_a_reload(
     before = pipe.registry.tables()
 
     def run() -> Any:
-        if op == "llm":
-            if mode == "sync":
-                return pipe.run_llm({"model": "m"}, lambda r: "ok")
-            return asyncio.run(pipe.arun_llm({"model": "m"}, lambda r: "ok"))
-        if mode == "sync":
-            return pipe.run_tool("t", {}, lambda a: "ok")
-        return asyncio.run(pipe.arun_tool("t", {}, lambda a: "ok"))
+        return run_call(pipe, mode, op, {"model": "m"} if op == "llm" else {}, lambda p: "ok")
 
     assert run() == "ok"
     assert seen == ["request", "wrapper"]
