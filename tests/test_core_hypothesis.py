@@ -15,16 +15,25 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+from _support.calls import (
+    ASYNC,
+    EXEC_KIND,
+    MODES,
+    OPS,
+    ORIGINAL_KEY,
+    PAYLOAD_KEY,
+    PRE_HOOK,
+    REQUEST_KIND,
+    callback,
+    host_payload,
+    named,
+    run_call,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelmw import Pipeline
-
-KEY = {"llm": "request", "tool": "args"}
-ORIG = {"llm": "original_request", "tool": "original_args"}
-REQ_KIND = {"llm": "llm_request", "tool": "tool_request"}
-EXEC_KIND = {"llm": "llm_execution", "tool": "tool_execution"}
-PRE_HOOK = {"llm": "pre_api_request", "tool": "pre_tool_call"}
 
 REQ_BEHAVIOURS = ["rewrite", "none", "raise", "bad_shape", "mutate"]
 EXEC_BEHAVIOURS = ["pass", "raise_before", "raise_after", "bad_return", "double_next_call",
@@ -39,10 +48,6 @@ class MiddlewareBug(Exception):
 
 class BaseFailure(Exception):
     """Raised by the base call; each example creates a unique instance."""
-
-
-def host_payload() -> dict[str, Any]:
-    return {"model": "m", "path": [], "messages": [{"role": "user", "content": "hi"}]}
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ execution_layers = st.lists(
 
 
 def make_request_mw(layer: Layer, i: int, kind: str, use_async: bool) -> Any:
-    key, orig = KEY[kind], ORIG[kind]
+    key, orig = PAYLOAD_KEY[kind], ORIGINAL_KEY[kind]
 
     def body(**kw: Any) -> Any:
         b = layer.behaviour
@@ -85,22 +90,15 @@ def make_request_mw(layer: Layer, i: int, kind: str, use_async: bool) -> Any:
             target["model"] = "evil"
         return None
 
+    name = f"req{i}_{layer.behaviour}"
     if use_async and layer.variant % 2 == 0:
-
-        async def acb(**kw: Any) -> Any:
-            await asyncio.sleep(0)
-            return body(**kw)
-
-        cb: Any = acb
-    else:
-        cb = body
-    cb.__name__ = cb.__qualname__ = f"req{i}_{layer.behaviour}"
-    return cb
+        return callback(ASYNC, name, body)
+    return named(body, name)
 
 
 def make_exec_mw(layer: Layer, i: int, kind: str, use_async: bool, values: dict[str, Any]
                  ) -> Any:
-    key, orig = KEY[kind], ORIG[kind]
+    key, orig = PAYLOAD_KEY[kind], ORIGINAL_KEY[kind]
     b = layer.behaviour
 
     def tagged(p: Any) -> dict[str, Any]:
@@ -149,7 +147,7 @@ def make_exec_mw(layer: Layer, i: int, kind: str, use_async: bool, values: dict[
 
     cb: Any = async_cb if use_async and not (b in SYNC_OK_IN_ASYNC and layer.variant % 2) \
         else sync_cb
-    cb.__name__ = cb.__qualname__ = f"exec{i}_{b}"
+    named(cb, f"exec{i}_{b}")
     return cb
 
 
@@ -208,7 +206,7 @@ def run_example(mode: str, kind: str, req: list[Layer], exe: list[Layer],
     p = Pipeline()
     use_async = mode == "async"
     for i, layer in enumerate(req):
-        p.registry.add_middleware(REQ_KIND[kind], make_request_mw(layer, i, kind, use_async),
+        p.registry.add_middleware(REQUEST_KIND[kind], make_request_mw(layer, i, kind, use_async),
                                   plugin="hyp")
     for i, layer in enumerate(exe):
         p.registry.add_middleware(EXEC_KIND[kind],
@@ -226,19 +224,12 @@ def run_example(mode: str, kind: str, req: list[Layer], exe: list[Layer],
         return values["base_result"]
 
     host = host_payload()
-    if kind == "llm":
-        coro_or_call = (lambda: p.run_llm(host, base)) if mode == "sync" else (
-            lambda: asyncio.run(p.arun_llm(host, base)))
-    else:
-        coro_or_call = (lambda: p.run_tool("t", host, base, raise_errors=True)) \
-            if mode == "sync" else (
-            lambda: asyncio.run(p.arun_tool("t", host, base, raise_errors=True)))
 
     req_path, req_failures, n_rewrites = model_requests(req)
     expected = model_execution(exe, 0, req_path, values)
 
     try:
-        result = coro_or_call()
+        result = run_call(p, mode, kind, host, base, raise_errors=True)
     except BaseFailure as exc:
         assert not expected.ok, "host got the base's exception but the model expected a result"
         assert exc is expected.value
@@ -263,19 +254,11 @@ COMMON = settings(max_examples=300, deadline=None, database=None,
                                          HealthCheck.too_slow])
 
 
+@pytest.mark.parametrize("mode", MODES)
 @COMMON
-@given(kind=st.sampled_from(["llm", "tool"]), req=request_layers, exe=execution_layers,
+@given(kind=st.sampled_from(OPS), req=request_layers, exe=execution_layers,
        base_raises=st.booleans())
-def test_random_middleware_stack_matches_contract_sync(
-    kind: str, req: list[Layer], exe: list[Layer], base_raises: bool
+def test_random_middleware_stack_matches_contract(
+    mode: str, kind: str, req: list[Layer], exe: list[Layer], base_raises: bool
 ) -> None:
-    run_example("sync", kind, req, exe, base_raises)
-
-
-@COMMON
-@given(kind=st.sampled_from(["llm", "tool"]), req=request_layers, exe=execution_layers,
-       base_raises=st.booleans())
-def test_random_middleware_stack_matches_contract_async(
-    kind: str, req: list[Layer], exe: list[Layer], base_raises: bool
-) -> None:
-    run_example("async", kind, req, exe, base_raises)
+    run_example(mode, kind, req, exe, base_raises)
