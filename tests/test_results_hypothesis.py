@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -314,28 +315,15 @@ def with_explicit_examples(test: Any) -> Any:
     return test
 
 
+# The entry point: ``run_tool``, or ``arun_tool`` with an async or a sync tool.
+ENTRY_POINTS = ["run_tool", "arun_tool_async", "arun_tool_sync"]
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
 @SETTINGS
 @given(spec=results, outcome=st.sampled_from(TOOL_OUTCOMES),
        normalizer_mode=st.sampled_from(NORMALIZER_MODES))
 @with_explicit_examples
-def test_run_tool_never_raises_on_arbitrary_results(spec: Any, outcome: str,
-                                                    normalizer_mode: str) -> None:
-    _run("run_tool", spec, outcome, normalizer_mode)
-
-
-@SETTINGS
-@given(spec=results, outcome=st.sampled_from(TOOL_OUTCOMES),
-       normalizer_mode=st.sampled_from(NORMALIZER_MODES))
-@with_explicit_examples
-def test_arun_tool_with_async_tool_never_raises_on_arbitrary_results(
-        spec: Any, outcome: str, normalizer_mode: str) -> None:
-    _run("arun_tool_async", spec, outcome, normalizer_mode)
-
-
-@SETTINGS
-@given(spec=results, outcome=st.sampled_from(TOOL_OUTCOMES),
-       normalizer_mode=st.sampled_from(NORMALIZER_MODES))
-@with_explicit_examples
-def test_arun_tool_with_sync_tool_never_raises_on_arbitrary_results(
-        spec: Any, outcome: str, normalizer_mode: str) -> None:
-    _run("arun_tool_sync", spec, outcome, normalizer_mode)
+def test_tool_entry_point_never_raises_on_arbitrary_results(
+        entry: str, spec: Any, outcome: str, normalizer_mode: str) -> None:
+    _run(entry, spec, outcome, normalizer_mode)
