@@ -18,17 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _support.calls import (
-    EXEC_KIND,
-    MODES,
-    OPS,
-    ORIGINAL_KEY,
-    PAYLOAD_KEY,
-    PLUGIN,
-    PRE_HOOK,
-    REQUEST_KIND,
-    run_call,
-)
+from _support import calls
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 
@@ -137,8 +127,8 @@ def _content(v: Any) -> Any:
 
 
 @pytest.mark.parametrize("rewrite", [False, True])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("mode", calls.MODES)
+@pytest.mark.parametrize("op", calls.OPS)
 @pytest.mark.parametrize("kind", sorted(CONTAINERS))
 def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
                                                rewrite: bool) -> None:
@@ -148,7 +138,7 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
              "extra": {"held": value, "nested": [value]}} if op == "llm"
             else {"held": value, "nested": [{"deep": value}]})
     before = _snapshot(host)
-    key, orig = PAYLOAD_KEY[op], ORIGINAL_KEY[op]
+    key, orig = calls.PAYLOAD_KEY[op], calls.ORIGINAL_KEY[op]
     allowed: list[int] = []
 
     def request_mw(**kw: Any) -> Any:
@@ -163,16 +153,16 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
     def hook(**kw: Any) -> None:
         allowed.append(_try_all(kw[key]))
 
-    p.registry.add_middleware(REQUEST_KIND[op], request_mw, PLUGIN)
-    p.registry.add_middleware(EXEC_KIND[op], execution_mw, PLUGIN)
-    p.registry.add_hook(PRE_HOOK[op], hook, PLUGIN)
+    p.registry.add_middleware(calls.REQUEST_KIND[op], request_mw, calls.PLUGIN)
+    p.registry.add_middleware(calls.EXEC_KIND[op], execution_mw, calls.PLUGIN)
+    p.registry.add_hook(calls.PRE_HOOK[op], hook, calls.PLUGIN)
     got: list[Any] = []
 
     def base(payload: Any) -> str:
         got.append(payload)
         return "ok"
 
-    assert run_call(p, mode, op, host, base) == "ok"
+    assert calls.run_call(p, mode, op, host, base) == "ok"
     assert allowed == [0, 0, 0], "a mutation went through"
     assert _snapshot(host) == before, "the host's object was changed"
     (seen,) = got

@@ -23,6 +23,7 @@ from _support.calls import (
     PRE_HOOK,
     REQUEST_KIND,
     BaseCall,
+    add_rewrite,
     callback,
     host_payload,
     named,
@@ -30,6 +31,13 @@ from _support.calls import (
 )
 
 from otelmw import Pipeline
+
+
+def run_with_host_payload(p: Pipeline, mode: str, kind: str) -> BaseCall:
+    """One call with ``host_payload()``; returns the base call that received it."""
+    base = BaseCall()
+    run_call(p, mode, kind, host_payload(), base, raise_errors=True)
+    return base
 
 
 def warnings_from_otelmw(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -64,8 +72,7 @@ def test_request_middleware_runs_in_registration_order_seeing_effective_and_orig
         return body
 
     for tag in ("a", "b", "c"):
-        p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, f"mw_{tag}", make(tag)),
-                                  plugin=PLUGIN)
+        add_rewrite(p, kind, mode, f"mw_{tag}", make(tag))
     host = host_payload()
     base = BaseCall()
     assert run_call(p, mode, kind, host, base, raise_errors=True) == "base-result"
@@ -113,8 +120,8 @@ def test_request_middleware_mutating_its_input_cannot_corrupt_original(
         later_seen.append((copy.deepcopy(kw[key]), copy.deepcopy(kw[orig])))
         return None
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "mutator", mutate), plugin=PLUGIN)
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "later", later), plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "mutator", mutate)
+    add_rewrite(p, kind, mode, "later", later)
     host = host_payload()
     base = BaseCall()
     with caplog.at_level(logging.WARNING, logger="otelmw"):
@@ -149,10 +156,9 @@ def test_rewrite_result_cannot_be_corrupted_through_a_retained_reference(
         kept["obj"]["model"] = "evil"
         return None
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "rewrite", rewrite), plugin=PLUGIN)
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "vandal", vandal), plugin=PLUGIN)
-    base = BaseCall()
-    run_call(p, mode, kind, host_payload(), base, raise_errors=True)
+    add_rewrite(p, kind, mode, "rewrite", rewrite)
+    add_rewrite(p, kind, mode, "vandal", vandal)
+    base = run_with_host_payload(p, mode, kind)
     assert base.calls == [{**host_payload(), "path": ["rewritten"]}]
 
 
@@ -164,8 +170,7 @@ def test_base_call_mutating_its_payload_does_not_touch_the_original(mode: str, k
     key = PAYLOAD_KEY[kind]
     originals: list[Any] = []
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "tag", add_tag(key, "t")),
-                              plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "tag", add_tag(key, "t"))
 
     def hook(**kw: Any) -> None:
         originals.append(kw)
@@ -196,8 +201,7 @@ def test_request_rewrite_replaces_payload_completely(mode: str, kind: str) -> No
     p.registry.add_middleware(
         REQUEST_KIND[kind], callback(mode, "replace", lambda **kw: {key: {"only": "this"}}),
         plugin=PLUGIN)
-    base = BaseCall()
-    run_call(p, mode, kind, host_payload(), base, raise_errors=True)
+    base = run_with_host_payload(p, mode, kind)
     assert base.calls == [{"only": "this"}]
     assert p.failures.total() == 0
 
@@ -212,7 +216,7 @@ def test_source_and_reason_become_a_middleware_trace_entry(mode: str, kind: str)
     def rewrite(**kw: Any) -> Any:
         return {key: {**kw[key], "path": ["x"]}, "source": "my-src", "reason": "why not"}
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "rw", rewrite), plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "rw", rewrite)
     p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "quiet", add_tag(key, "y")),
                               plugin="other")
     p.registry.add_hook(PRE_HOOK[kind], lambda **kw: traces.append(kw["middleware_trace"]),
@@ -233,8 +237,7 @@ def test_request_middleware_returning_none_changes_nothing(
 ) -> None:
     p = Pipeline()
     traces: list[Any] = []
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "noop", lambda **kw: None),
-                              plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "noop", lambda **kw: None)
     p.registry.add_hook(PRE_HOOK[kind], lambda **kw: traces.append(kw["middleware_trace"]),
                         plugin=PLUGIN)
     host = host_payload()
@@ -280,9 +283,8 @@ def test_bad_return_shape_is_counted_logged_and_leaves_payload_unchanged(
         after.append(copy.deepcopy(kw[key]))
         return None
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "bad", lambda **kw: value),
-                              plugin=PLUGIN)
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "after", next_one), plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "bad", lambda **kw: value)
+    add_rewrite(p, kind, mode, "after", next_one)
     p.registry.add_hook(PRE_HOOK[kind], lambda **kw: traces.append(kw["middleware_trace"]),
                         plugin=PLUGIN)
     base = BaseCall()
@@ -309,11 +311,9 @@ def test_raising_request_middleware_fails_open(
     def boom(**kw: Any) -> Any:
         raise RuntimeError("request middleware exploded")
 
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "first", add_tag(key, "a")),
-                              plugin=PLUGIN)
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "boom", boom), plugin=PLUGIN)
-    p.registry.add_middleware(REQUEST_KIND[kind], callback(mode, "third", add_tag(key, "c")),
-                              plugin=PLUGIN)
+    add_rewrite(p, kind, mode, "first", add_tag(key, "a"))
+    add_rewrite(p, kind, mode, "boom", boom)
+    add_rewrite(p, kind, mode, "third", add_tag(key, "c"))
     base = BaseCall()
     with caplog.at_level(logging.WARNING, logger="otelmw"):
         assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "base-result"

@@ -46,6 +46,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 RESOURCE = Resource.create({"service.name": "rx-selftest", "deployment.environment": "test"})
+# The attributes of the self-test's child span, of every OTLP value type.
+CHILD_ATTRIBUTES: dict[str, Any] = {
+    "gen_ai.request.model": "gpt-x",
+    "gen_ai.usage.input_tokens": 42,
+    "gen_ai.request.temperature": 0.25,
+    "gen_ai.request.stream": True,
+    "gen_ai.response.finish_reasons": ["tool_calls", "stop"],
+    "int.list": [1, 2, 3],
+}
 
 
 @pytest.fixture
@@ -68,16 +77,7 @@ def _finished_spans(tracer_provider: TracerProvider) -> list[ReadableSpan]:
         "invoke_agent demo", kind=SpanKind.INTERNAL, attributes={"gen_ai.agent.name": "demo"}
     ) as parent:
         with tracer.start_as_current_span("chat gpt-x", kind=SpanKind.CLIENT) as child:
-            child.set_attributes(
-                {
-                    "gen_ai.request.model": "gpt-x",
-                    "gen_ai.usage.input_tokens": 42,
-                    "gen_ai.request.temperature": 0.25,
-                    "gen_ai.request.stream": True,
-                    "gen_ai.response.finish_reasons": ["tool_calls", "stop"],
-                    "int.list": [1, 2, 3],
-                }
-            )
+            child.set_attributes(CHILD_ATTRIBUTES)
             child.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop"})
             child.set_status(Status(StatusCode.ERROR, "boom"))
         made.extend([child, parent])  # type: ignore[list-item]
@@ -108,14 +108,7 @@ def test_span_exporter_roundtrip(rx: OtlpReceiver, protocol: str, kw: dict[str, 
     assert got_child.parent_span_id == got_parent.span_id
 
     assert got_parent.attributes == {"gen_ai.agent.name": "demo"}
-    assert got_child.attributes == {
-        "gen_ai.request.model": "gpt-x",
-        "gen_ai.usage.input_tokens": 42,
-        "gen_ai.request.temperature": 0.25,
-        "gen_ai.request.stream": True,
-        "gen_ai.response.finish_reasons": ["tool_calls", "stop"],
-        "int.list": [1, 2, 3],
-    }
+    assert got_child.attributes == CHILD_ATTRIBUTES
     assert got_child.kind == 3 and got_parent.kind == 1  # CLIENT / INTERNAL in OTLP numbering
     assert (got_child.status_code, got_child.status_message) == (2, "boom")
     assert got_parent.status_code == 0

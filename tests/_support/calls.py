@@ -120,3 +120,8 @@ class BaseCall:
             return self(payload)
 
         return run
+
+
+def add_rewrite(p: Pipeline, op: str, mode: str, name: str, fn: Callable[..., Any]) -> None:
+    """Register ``callback(mode, name, fn)`` as ``op``'s request middleware of ``PLUGIN``."""
+    p.registry.add_middleware(REQUEST_KIND[op], callback(mode, name, fn), plugin=PLUGIN)
