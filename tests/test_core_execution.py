@@ -93,6 +93,14 @@ def recorder(log: list[str], tag: str) -> Body:
     return body
 
 
+def add_between_recorders(p: Pipeline, kind: str, mode: str, log: list[str], name: str,
+                          body: Body) -> None:
+    """``body`` as layer ``name`` between the recorders ``outer`` and ``inner``."""
+    add_exec(p, kind, mode, "outer", recorder(log, "outer"))
+    add_exec(p, kind, mode, name, body)
+    add_exec(p, kind, mode, "inner", recorder(log, "inner"))
+
+
 def key_of(kw: dict[str, Any]) -> str:
     return "request" if "request" in kw else "args"
 
@@ -202,9 +210,7 @@ def test_not_calling_next_call_short_circuits(mode: str, kind: str) -> None:
         return cached
         yield  # pragma: no cover - makes this a generator
 
-    add_exec(p, kind, mode, "outer", recorder(log, "outer"))
-    add_exec(p, kind, mode, "cache", cache)
-    add_exec(p, kind, mode, "inner", recorder(log, "inner"))
+    add_between_recorders(p, kind, mode, log, "cache", cache)
     base = BaseCall(log=log)
     assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) is cached
     assert base.calls == []
@@ -299,9 +305,7 @@ def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
         raise ValueError("broken before next_call")
         yield {**kw[key], "path": ["broken-was-applied"]}  # pragma: no cover
 
-    add_exec(p, kind, mode, "outer", recorder(log, "outer"))
-    add_exec(p, kind, mode, "broken", broken)
-    add_exec(p, kind, mode, "inner", recorder(log, "inner"))
+    add_between_recorders(p, kind, mode, log, "broken", broken)
     base = BaseCall(log=log)
     with caplog.at_level(logging.WARNING, logger="otelmw"):
         assert run_call(p, mode, kind, host_payload(), base, raise_errors=True) == "base-result"
@@ -327,9 +331,7 @@ def test_raise_after_next_call_keeps_downstream_result_and_runs_nothing_twice(
         log.append("<post_broken raising")
         raise RuntimeError("broken after next_call")
 
-    add_exec(p, kind, mode, "outer", recorder(log, "outer"))
-    add_exec(p, kind, mode, "post_broken", post_broken)
-    add_exec(p, kind, mode, "inner", recorder(log, "inner"))
+    add_between_recorders(p, kind, mode, log, "post_broken", post_broken)
     base = BaseCall(result="downstream-result", log=log)
     with caplog.at_level(logging.WARNING, logger="otelmw"):
         result = run_call(p, mode, kind, host_payload(), base, raise_errors=True)

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import inspect
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from _support.calls import (
     BaseCall,
     callback,
     named,
+    pass_through,
     run_call,
 )
 
@@ -251,6 +253,15 @@ TRACE_ENTRY = {"kind": "", "middleware": "", "plugin": PLUGIN, "source": "src",
                "reason": "because"}
 
 
+def trace_grabber(got: dict[str, list[Any]]) -> Callable[[str], Callable[..., None]]:
+    """``grab(label)``: a callback appending the middleware trace it gets to ``got[label]``."""
+    def grab(label: str) -> Callable[..., None]:
+        return lambda **kw: got.setdefault(label, []).append(
+            [dict(e) for e in kw["middleware_trace"]])
+
+    return grab
+
+
 def _traced_rewrite(key: str, mode: str) -> Any:
     return callback(mode, "rewriter",
                 lambda **kw: {key: dict(kw[key]), "source": "src", "reason": "because"})
@@ -260,25 +271,12 @@ def _traced_rewrite(key: str, mode: str) -> Any:
 def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None:
     p = Pipeline()
     got: dict[str, list[Any]] = {}
-
-    def grab(label: str) -> Any:
-        return lambda **kw: got.setdefault(label, []).append(
-            [dict(e) for e in kw["middleware_trace"]])
+    grab = trace_grabber(got)
 
     p.registry.add_middleware("llm_request", _traced_rewrite("request", mode), plugin=PLUGIN)
-    if mode == "sync":
-
-        def exec_cb(**kw: Any) -> Any:
-            grab("llm_execution")(**kw)
-            return kw["next_call"](kw["request"])
-
-    else:
-
-        async def exec_cb(**kw: Any) -> Any:
-            grab("llm_execution")(**kw)
-            return await kw["next_call"](kw["request"])
-
-    p.registry.add_middleware("llm_execution", exec_cb, plugin=PLUGIN)
+    p.registry.add_middleware(
+        "llm_execution", pass_through(mode, "exec_cb", "llm", grab("llm_execution")),
+        plugin=PLUGIN)
     for h in LLM_HOOKS:
         p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
     run_call(p, mode, "llm", {"model": "m"}, lambda r: "ok")
@@ -298,10 +296,7 @@ def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None
 def test_middleware_trace_reaches_tool_hooks(mode: str) -> None:
     p = Pipeline()
     got: dict[str, list[Any]] = {}
-
-    def grab(label: str) -> Any:
-        return lambda **kw: got.setdefault(label, []).append(
-            [dict(e) for e in kw["middleware_trace"]])
+    grab = trace_grabber(got)
 
     p.registry.add_middleware("tool_request", _traced_rewrite("args", mode), plugin=PLUGIN)
     for h in TOOL_HOOKS:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, run_call
+from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, pass_through, run_call
 
 from otelmw import Pipeline, PluginManager, runtime_context
 
@@ -39,24 +39,12 @@ def capture_everything(p: Pipeline, mode: str, got: dict[str, list[dict[str, Any
         return cb
 
     for kind in kinds:
-        key = "request" if kind.startswith("llm") else "args"
         g = grab(kind)
         if kind.endswith("_request"):
             p.registry.add_middleware(kind, g, plugin=PLUGIN)
-        elif mode == "sync":
-
-            def wrap(g: Any = g, key: str = key, **kw: Any) -> Any:
-                g(**kw)
-                return kw["next_call"](kw[key])
-
-            p.registry.add_middleware(kind, wrap, plugin=PLUGIN)
         else:
-
-            async def awrap(g: Any = g, key: str = key, **kw: Any) -> Any:
-                g(**kw)
-                return await kw["next_call"](kw[key])
-
-            p.registry.add_middleware(kind, awrap, plugin=PLUGIN)
+            op = "llm" if kind.startswith("llm") else "tool"
+            p.registry.add_middleware(kind, pass_through(mode, "wrap", op, g), plugin=PLUGIN)
     for h in hooks:
         p.registry.add_hook(h, grab(h), plugin=PLUGIN)
 

@@ -125,3 +125,22 @@ class BaseCall:
 def add_rewrite(p: Pipeline, op: str, mode: str, name: str, fn: Callable[..., Any]) -> None:
     """Register ``callback(mode, name, fn)`` as ``op``'s request middleware of ``PLUGIN``."""
     p.registry.add_middleware(REQUEST_KIND[op], callback(mode, name, fn), plugin=PLUGIN)
+
+
+def pass_through(mode: str, name: str, op: str, observe: Callable[..., Any]) -> Callable[..., Any]:
+    """An execution middleware named ``name`` that calls ``observe(**kw)``, then passes
+    its payload on to ``next_call`` (awaited in ``ASYNC`` mode)."""
+    key = PAYLOAD_KEY[op]
+    if mode == SYNC:
+
+        def cb(**kw: Any) -> Any:
+            observe(**kw)
+            return kw["next_call"](kw[key])
+
+    else:
+
+        async def cb(**kw: Any) -> Any:
+            observe(**kw)
+            return await kw["next_call"](kw[key])
+
+    return named(cb, name)
