@@ -15,6 +15,7 @@ from _support.calls import (
     EXEC_KIND,
     LLM_HOOKS,
     MODES,
+    OP_HOOKS,
     OPS,
     PAYLOAD_KEY,
     PLUGIN,
@@ -63,9 +64,8 @@ def rec_exec(log: list[str], stage: str, key: str, mode: str) -> Any:
 # ------------------------------------------------------------------------- order
 
 
-# Each operation's hooks, and everything a call logs when its request and execution
+# Everything a call logs when its request and execution
 # stages each hold a recorder and every hook appends its name.
-OP_HOOKS = {"llm": LLM_HOOKS, "tool": TOOL_HOOKS}
 ORDER_ON_SUCCESS = {
     "llm": ["llm_request", "pre_api_request", "llm_execution>", "base", "<llm_execution",
             "post_api_request"],
@@ -262,23 +262,27 @@ def trace_grabber(got: dict[str, list[Any]]) -> Callable[[str], Callable[..., No
     return grab
 
 
-def _traced_rewrite(key: str, mode: str) -> Any:
-    return callback(mode, "rewriter",
-                lambda **kw: {key: dict(kw[key]), "source": "src", "reason": "because"})
+def traced_pipeline(mode: str, op: str) -> tuple[Pipeline, dict[str, list[Any]]]:
+    """A pipeline whose ``op`` request stage holds one rewrite with a source and a
+    reason, and whose ``op`` hooks each record the trace they get into ``got``."""
+    p = Pipeline()
+    got: dict[str, list[Any]] = {}
+    grab = trace_grabber(got)
+    key = PAYLOAD_KEY[op]
+    p.registry.add_middleware(REQUEST_KIND[op], callback(
+        mode, "rewriter", lambda **kw: {key: dict(kw[key]), "source": "src", "reason": "because"}),
+        plugin=PLUGIN)
+    for h in OP_HOOKS[op]:
+        p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    return p, got
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None:
-    p = Pipeline()
-    got: dict[str, list[Any]] = {}
-    grab = trace_grabber(got)
-
-    p.registry.add_middleware("llm_request", _traced_rewrite("request", mode), plugin=PLUGIN)
+    p, got = traced_pipeline(mode, "llm")
     p.registry.add_middleware(
-        "llm_execution", pass_through(mode, "exec_cb", "llm", grab("llm_execution")),
+        "llm_execution", pass_through(mode, "exec_cb", "llm", trace_grabber(got)("llm_execution")),
         plugin=PLUGIN)
-    for h in LLM_HOOKS:
-        p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
     run_call(p, mode, "llm", {"model": "m"}, lambda r: "ok")
     with pytest.raises(KeyError):
         run_call(p, mode, "llm", {"model": "m"}, BaseCall(log=[], error=KeyError("x")))
@@ -294,13 +298,7 @@ def test_middleware_trace_reaches_llm_hooks_and_llm_execution(mode: str) -> None
 
 @pytest.mark.parametrize("mode", MODES)
 def test_middleware_trace_reaches_tool_hooks(mode: str) -> None:
-    p = Pipeline()
-    got: dict[str, list[Any]] = {}
-    grab = trace_grabber(got)
-
-    p.registry.add_middleware("tool_request", _traced_rewrite("args", mode), plugin=PLUGIN)
-    for h in TOOL_HOOKS:
-        p.registry.add_hook(h, callback(mode, f"grab_{h}", grab(h)), plugin=PLUGIN)
+    p, got = traced_pipeline(mode, "tool")
     run_call(p, mode, "tool", {"a": 1}, lambda a: "ok")
     expected = [{**TRACE_ENTRY, "kind": "tool_request", "middleware": f"{PLUGIN}.rewriter"}]
     assert got == {h: [expected] for h in TOOL_HOOKS}

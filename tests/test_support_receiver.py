@@ -63,10 +63,25 @@ def rx() -> Iterator[OtlpReceiver]:
         yield receiver
 
 
-def _span_exporter(rx: OtlpReceiver, protocol: str, **kw: Any) -> SpanExporter:
+# The OTLP exporter classes by signal: (gRPC, HTTP).
+EXPORTERS: dict[str, tuple[Any, Any]] = {
+    "traces": (GrpcSpanExporter, HttpSpanExporter),
+    "logs": (GrpcLogExporter, HttpLogExporter),
+    "metrics": (GrpcMetricExporter, HttpMetricExporter),
+}
+
+
+def _exporter(rx: OtlpReceiver, signal: str, protocol: str, **kw: Any) -> Any:
+    """The SDK's own OTLP exporter of ``signal`` over ``protocol``, pointed at ``rx``."""
+    grpc_exporter, http_exporter = EXPORTERS[signal]
     if protocol == "grpc":
-        return GrpcSpanExporter(endpoint=rx.grpc_endpoint, insecure=True, **kw)
-    return HttpSpanExporter(endpoint=rx.http_url("traces"), **kw)
+        return grpc_exporter(endpoint=rx.grpc_endpoint, insecure=True, **kw)
+    return http_exporter(endpoint=rx.http_url(signal), **kw)
+
+
+def _span_exporter(rx: OtlpReceiver, protocol: str, **kw: Any) -> SpanExporter:
+    exporter: SpanExporter = _exporter(rx, "traces", protocol, **kw)
+    return exporter
 
 
 def _finished_spans(tracer_provider: TracerProvider) -> list[ReadableSpan]:
@@ -189,11 +204,7 @@ def test_http_json_and_raw_gzip_payloads(rx: OtlpReceiver) -> None:
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_log_exporter_roundtrip(rx: OtlpReceiver, protocol: str) -> None:
-    exporter = (
-        GrpcLogExporter(endpoint=rx.grpc_endpoint, insecure=True)
-        if protocol == "grpc"
-        else HttpLogExporter(endpoint=rx.http_url("logs"))
-    )
+    exporter = _exporter(rx, "logs", protocol)
     lp = LoggerProvider(resource=RESOURCE)
     lp.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     tp = TracerProvider(resource=RESOURCE)
@@ -225,11 +236,7 @@ def test_log_exporter_roundtrip(rx: OtlpReceiver, protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_metric_exporter_roundtrip(rx: OtlpReceiver, protocol: str) -> None:
-    exporter = (
-        GrpcMetricExporter(endpoint=rx.grpc_endpoint, insecure=True)
-        if protocol == "grpc"
-        else HttpMetricExporter(endpoint=rx.http_url("metrics"))
-    )
+    exporter = _exporter(rx, "metrics", protocol)
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     mp = MeterProvider(resource=RESOURCE, metric_readers=[reader])
     meter = mp.get_meter("rx.metrics")

@@ -35,6 +35,7 @@ PRE_HOOK = {LLM: "pre_api_request", TOOL_CALL: "pre_tool_call"}
 LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
 TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
 ALL_HOOKS = LLM_HOOKS + TOOL_HOOKS
+OP_HOOKS = {LLM: LLM_HOOKS, TOOL_CALL: TOOL_HOOKS}
 
 PLUGIN = "x"  # the plugin every test registration is made under
 MODEL = "gpt-test"
