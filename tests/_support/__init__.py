@@ -15,7 +15,7 @@ import contextlib
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
@@ -229,62 +229,67 @@ def _hex(raw: bytes) -> str | None:
     return raw.hex() if raw and any(raw) else None
 
 
+def _scoped(resources: Iterable[Any], scopes: str, items: str
+            ) -> Iterator[tuple[dict[str, Any], str, Any]]:
+    """(decoded resource attributes, scope name, item) for each item of an OTLP export
+    request's ``resources`` (``scopes``/``items``: the field names of that signal)."""
+    for r in resources:
+        resource = decode_attributes(r.resource.attributes)
+        for scoped in getattr(r, scopes):
+            for item in getattr(scoped, items):
+                yield resource, scoped.scope.name, item
+
+
 def _decode_spans(req: Any) -> list[ReceivedSpan]:
     out: list[ReceivedSpan] = []
-    for rs in req.resource_spans:
-        resource = decode_attributes(rs.resource.attributes)
-        for ss in rs.scope_spans:
-            for s in ss.spans:
-                events = [
-                    ReceivedEvent(e.name, e.time_unix_nano, decode_attributes(e.attributes))
-                    for e in s.events
-                ]
-                links = [
-                    (lk.trace_id.hex(), lk.span_id.hex(), decode_attributes(lk.attributes))
-                    for lk in s.links
-                ]
-                out.append(
-                    ReceivedSpan(
-                        trace_id=s.trace_id.hex(),
-                        span_id=s.span_id.hex(),
-                        parent_span_id=_hex(s.parent_span_id),
-                        name=s.name,
-                        kind=int(s.kind),
-                        status_code=int(s.status.code),
-                        status_message=s.status.message,
-                        attributes=decode_attributes(s.attributes),
-                        events=events,
-                        resource=resource,
-                        scope_name=ss.scope.name,
-                        start_ns=s.start_time_unix_nano,
-                        end_ns=s.end_time_unix_nano,
-                        links=links,
-                    )
-                )
+    for resource, scope_name, s in _scoped(req.resource_spans, "scope_spans", "spans"):
+        events = [
+            ReceivedEvent(e.name, e.time_unix_nano, decode_attributes(e.attributes))
+            for e in s.events
+        ]
+        links = [
+            (lk.trace_id.hex(), lk.span_id.hex(), decode_attributes(lk.attributes))
+            for lk in s.links
+        ]
+        out.append(
+            ReceivedSpan(
+                trace_id=s.trace_id.hex(),
+                span_id=s.span_id.hex(),
+                parent_span_id=_hex(s.parent_span_id),
+                name=s.name,
+                kind=int(s.kind),
+                status_code=int(s.status.code),
+                status_message=s.status.message,
+                attributes=decode_attributes(s.attributes),
+                events=events,
+                resource=resource,
+                scope_name=scope_name,
+                start_ns=s.start_time_unix_nano,
+                end_ns=s.end_time_unix_nano,
+                links=links,
+            )
+        )
     return out
 
 
 def _decode_logs(req: Any) -> list[ReceivedLog]:
     out: list[ReceivedLog] = []
-    for rl in req.resource_logs:
-        resource = decode_attributes(rl.resource.attributes)
-        for sl in rl.scope_logs:
-            for r in sl.log_records:
-                body = decode_any_value(r.body) if r.HasField("body") else None
-                out.append(
-                    ReceivedLog(
-                        trace_id=_hex(r.trace_id),
-                        span_id=_hex(r.span_id),
-                        event_name=r.event_name,
-                        body=body,
-                        attributes=decode_attributes(r.attributes),
-                        severity_number=int(r.severity_number),
-                        resource=resource,
-                        severity_text=r.severity_text,
-                        scope_name=sl.scope.name,
-                        time_ns=r.time_unix_nano or r.observed_time_unix_nano,
-                    )
-                )
+    for resource, scope_name, r in _scoped(req.resource_logs, "scope_logs", "log_records"):
+        body = decode_any_value(r.body) if r.HasField("body") else None
+        out.append(
+            ReceivedLog(
+                trace_id=_hex(r.trace_id),
+                span_id=_hex(r.span_id),
+                event_name=r.event_name,
+                body=body,
+                attributes=decode_attributes(r.attributes),
+                severity_number=int(r.severity_number),
+                resource=resource,
+                severity_text=r.severity_text,
+                scope_name=scope_name,
+                time_ns=r.time_unix_nano or r.observed_time_unix_nano,
+            )
+        )
     return out
 
 
@@ -313,32 +318,29 @@ def _point_value(kind: str, dp: Any) -> Any:
 
 def _decode_metrics(req: Any) -> list[ReceivedMetric]:
     out: list[ReceivedMetric] = []
-    for rm in req.resource_metrics:
-        resource = decode_attributes(rm.resource.attributes)
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                kind = m.WhichOneof("data") or "unknown"
-                data = getattr(m, kind) if kind != "unknown" else None
-                points = [
-                    DataPoint(decode_attributes(dp.attributes), _point_value(kind, dp))
-                    for dp in (data.data_points if data is not None else [])
-                ]
-                temporality = getattr(data, "aggregation_temporality", None)
-                out.append(
-                    ReceivedMetric(
-                        name=m.name,
-                        unit=m.unit,
-                        kind=kind,
-                        data_points=points,
-                        description=m.description,
-                        resource=resource,
-                        scope_name=sm.scope.name,
-                        is_monotonic=data.is_monotonic
-                        if kind == "sum" and data is not None
-                        else None,
-                        temporality=None if temporality is None else int(temporality),
-                    )
-                )
+    for resource, scope_name, m in _scoped(req.resource_metrics, "scope_metrics", "metrics"):
+        kind = m.WhichOneof("data") or "unknown"
+        data = getattr(m, kind) if kind != "unknown" else None
+        points = [
+            DataPoint(decode_attributes(dp.attributes), _point_value(kind, dp))
+            for dp in (data.data_points if data is not None else [])
+        ]
+        temporality = getattr(data, "aggregation_temporality", None)
+        out.append(
+            ReceivedMetric(
+                name=m.name,
+                unit=m.unit,
+                kind=kind,
+                data_points=points,
+                description=m.description,
+                resource=resource,
+                scope_name=scope_name,
+                is_monotonic=data.is_monotonic
+                if kind == "sum" and data is not None
+                else None,
+                temporality=None if temporality is None else int(temporality),
+            )
+        )
     return out
 
 
