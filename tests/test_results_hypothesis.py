@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from _support.hostile import (
+    HostileBoth,
+    HostileRepr,
+    HostileStr,
+    HostileStrError,
+    NonStrStrError,
+    ReprRaisesHostileError,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -36,52 +44,7 @@ PASSTHROUGH_RT = "passthrough_harness"
 RUNTIMES = [NORMALIZED_RT, PASSTHROUGH_RT, "unregistered_harness", None, "praisonai"]
 
 
-# ------------------------------------------------------------- hostile objects
-
-class HostileStrError(Exception):
-    """An exception whose ``__str__`` and ``__repr__`` raise."""
-
-    def __str__(self) -> str:
-        raise RuntimeError("HostileStrError.__str__ refused")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("HostileStrError.__repr__ refused")
-
-
-class NonStrStrError(Exception):
-    """An exception whose ``__str__`` returns a non-string (``str()`` raises TypeError)."""
-
-    def __str__(self) -> Any:
-        return 42
-
-
-class HostileStr:
-    def __str__(self) -> str:
-        raise RuntimeError("HostileStr.__str__ refused")
-
-
-class HostileRepr:
-    def __repr__(self) -> str:
-        raise RuntimeError("HostileRepr.__repr__ refused")
-
-
-class HostileBoth:
-    def __str__(self) -> str:
-        raise ValueError("HostileBoth.__str__ refused")
-
-    def __repr__(self) -> str:
-        raise ValueError("HostileBoth.__repr__ refused")
-
-
-class ReprRaisesHostileError:
-    """``str()``/``repr()`` raise an exception that itself cannot be printed."""
-
-    def __str__(self) -> str:
-        raise HostileStrError()
-
-    def __repr__(self) -> str:
-        raise HostileStrError()
-
+# ---------------------------------------------------- objects of unusual shape
 
 class Slotted:
     __slots__ = ("value",)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support.hostile import HostileStrError
 
 import otelmw
 from otelmw import ListMemoryAdapter, Pipeline, runtime_context
@@ -392,14 +393,6 @@ class VendorBoom(Exception):
 
 def _raise(result: Any, tool_name: str, ctx: MiddlewareContext) -> Any:
     raise VendorBoom("normalizer exploded")
-
-
-class HostileStrError(Exception):
-    def __str__(self) -> str:
-        raise RuntimeError("__str__ of the exception raised too")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("__repr__ of the exception raised too")
 
 
 def _raise_hostile(result: Any, tool_name: str, ctx: MiddlewareContext) -> Any:
