@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, pass_through, run_call
+from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, named, pass_through, run_call
 
 from otelmw import Pipeline, PluginManager, runtime_context
 
@@ -255,7 +255,7 @@ def _append(key: str, tag: str) -> Any:
         p = kw[key]
         return {key: {**p, "path": [*p["path"], tag]}}
 
-    rewrite.__qualname__ = f"rw_{tag}"
+    named(rewrite, f"rw_{tag}")
     return rewrite
 
 
@@ -264,7 +264,7 @@ def _wrap(key: str, tag: str) -> Any:
         p = kw[key]
         return kw["next_call"]({**p, "path": [*p["path"], tag]})
 
-    wrap.__qualname__ = f"wrap_{tag}"
+    named(wrap, f"wrap_{tag}")
     return wrap
 
 

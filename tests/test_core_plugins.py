@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.calls import MODES, OPS, run_call
+from _support.calls import MODES, OPS, named, run_call
 from _support.cli import otelmw as run_otelmw
 
 import otelmw
@@ -56,7 +56,7 @@ def tagging_plugin(tag: str) -> Any:
             req = kw["request"]
             return kw["next_call"]({**req, "path": [*req["path"], tag]})
 
-        tag_layer.__qualname__ = f"tag_{tag}"
+        named(tag_layer, f"tag_{tag}")
         ctx.register_middleware("llm_execution", tag_layer)
 
     return register

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _support.calls import MODES, named
 from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
@@ -58,7 +59,7 @@ def _chain(h: ObservedPipeline, op: str, mode: str, n: int) -> tuple[list[int], 
             async def layer(next_call: Any, i: int = i, **kw: Any) -> Any:  # type: ignore[misc]
                 entered.append(i)
                 return await next_call()
-        layer.__name__ = layer.__qualname__ = f"pass{i}"
+        named(layer, f"pass{i}")
         h.pipeline.registry.add_middleware(kind, layer, "deep")
     return entered, []
 
@@ -68,6 +69,8 @@ def _call(h: ObservedPipeline, op: str, mode: str, base_calls: list[Any]) -> Any
         base_calls.append(p)
         return "base-result"
 
+    # Called directly, not through run_call: how deep the chain gets before the stack
+    # runs out is exported, and one more frame would shift it by a layer.
     p = h.pipeline
     if op == "llm":
         req = {"model": "m", "messages": []}
@@ -77,7 +80,7 @@ def _call(h: ObservedPipeline, op: str, mode: str, base_calls: list[Any]) -> Any
             else asyncio.run(p.arun_tool("t", {"q": 1}, base)))
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("op", ["tool", "llm"])
 def test_380_pass_through_layers_all_run(h: ObservedPipeline, op: str, mode: str) -> None:
     entered, base_calls = _chain(h, op, mode, 380)
@@ -88,7 +91,7 @@ def test_380_pass_through_layers_all_run(h: ObservedPipeline, op: str, mode: str
     assert h.lifecycle.open == set() and h.complaints == []
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("op", ["tool", "llm"])
 def test_1000_pass_through_layers_fail_open(h: ObservedPipeline, op: str, mode: str,
                                             caplog: pytest.LogCaptureFixture) -> None:
@@ -109,7 +112,7 @@ def test_1000_pass_through_layers_fail_open(h: ObservedPipeline, op: str, mode: 
     assert otel_context.get_current() == before
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 def test_stack_running_out_inside_middleware_runs_the_base_once(
         h: ObservedPipeline, mode: str, caplog: pytest.LogCaptureFixture) -> None:
     """A middleware that itself uses up the stack before next_call: the chain

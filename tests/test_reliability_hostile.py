@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.calls import MODES, OPS, PAYLOAD_KEY
 from _support.otlp_receiver import OtlpReceiver
 from _support.telemetry import ObservedPipeline
 from hypothesis import HealthCheck, given, settings
@@ -333,7 +334,7 @@ scenario = st.fixed_dictionaries({
 
 
 def build(op: str, sc: dict[str, Any], mode: str) -> tuple[list[Layer], list[Layer]]:
-    key = "request" if op == "llm" else "args"
+    key = PAYLOAD_KEY[op]
     rk, ek = ("llm_request", "llm_execution") if op == "llm" else ("tool_request",
                                                                    "tool_execution")
     mw = [make_layer(rk, make_rewrite(key, i, b), "hostile") for i, b in enumerate(sc["rewrites"])]
@@ -405,8 +406,8 @@ def run_case(h: Harness, op: str, mode: str, sc: dict[str, Any], name: str) -> N
     assert not h.complaints, (sc, h.complaints)  # no double end / detach
 
 
-@pytest.mark.parametrize("op", ["llm", "tool"])
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("mode", MODES)
 @SETTINGS
 @given(sc=scenario)
 def test_hostile_chain(harness: Harness, mode: str, op: str, sc: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support.calls import MODES, OPS, PAYLOAD_KEY, named, run_call
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 
@@ -103,15 +104,10 @@ def _call(p: Pipeline, hook: str, mode: str) -> Any:
                 raise HostError("provider")
             return {"id": "r"}
         try:
-            if mode == "sync":
-                return p.run_llm({"model": "m", "messages": []}, base, provider="openai")
-            return asyncio.run(p.arun_llm({"model": "m", "messages": []}, base,
-                                          provider="openai"))
+            return run_call(p, mode, "llm", {"model": "m", "messages": []}, base, model=None)
         except HostError as exc:
             return exc
-    if mode == "sync":
-        return p.run_tool("t", {"q": 1}, lambda a: "tool-ok")
-    return asyncio.run(p.arun_tool("t", {"q": 1}, lambda a: "tool-ok"))
+    return run_call(p, mode, "tool", {"q": 1}, lambda a: "tool-ok", tool="t", tool_call_id=None)
 
 
 def _expect(hook: str, got: Any) -> None:
@@ -131,7 +127,7 @@ def _assert_counted_once(p: Pipeline, hook: str, caplog: pytest.LogCaptureFixtur
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("returned", sorted(_sync_returns()))
 @pytest.mark.parametrize("hook", LLM_HOOKS + TOOL_HOOKS)
 def test_hostile_hook_return_fails_open(pipe: Pipeline, hook: str, returned: str, mode: str,
@@ -143,7 +139,7 @@ def test_hostile_hook_return_fails_open(pipe: Pipeline, hook: str, returned: str
     def hostile(**kw: Any) -> Any:
         return make()
 
-    hostile.__name__ = hostile.__qualname__ = "hostile"
+    named(hostile, "hostile")
     pipe.registry.add_hook(hook, hostile, "x")
     caplog.set_level(logging.WARNING, "otelmw")
     _expect(hook, _call(pipe, hook, mode))
@@ -154,7 +150,7 @@ def test_hostile_hook_return_fails_open(pipe: Pipeline, hook: str, returned: str
     _assert_counted_once(pipe, hook, caplog)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("directive", sorted(DIRECTIVES))
 def test_hostile_block_directive_fails_open(
         pipe: Pipeline, mode: str, directive: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -163,7 +159,7 @@ def test_hostile_block_directive_fails_open(
     def hostile(**kw: Any) -> Any:
         return make()
 
-    hostile.__name__ = hostile.__qualname__ = "hostile"
+    named(hostile, "hostile")
     pipe.registry.add_hook("pre_tool_call", hostile, "x")
     ran: list[Any] = []
 
@@ -187,7 +183,7 @@ def test_hostile_block_directive_fails_open(
     _assert_counted_once(pipe, "pre_tool_call", caplog)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 def test_hostile_transform_string_reaches_the_host_as_a_plain_str(
         pipe: Pipeline, mode: str) -> None:
     pipe.registry.add_hook("transform_tool_result", lambda **kw: HostileStr("new"), "x")
@@ -216,20 +212,20 @@ class LookupsRaise(dict):  # type: ignore[type-arg]
         raise Boom("keys")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("op", ["llm", "tool"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op", OPS)
 def test_hostile_rewrite_return_fails_open(
         pipe: Pipeline, mode: str, op: str, caplog: pytest.LogCaptureFixture) -> None:
     """A request middleware returning a dict subclass whose lookups raise, around a
     payload that is itself such a subclass: the base call gets the rewrite's
     content (a valid replacement by content) or the original, never an error."""
-    key = "request" if op == "llm" else "args"
+    key = PAYLOAD_KEY[op]
     new = {"model": "m", "messages": [], "x": 1} if op == "llm" else {"q": 2}
 
     def hostile(**kw: Any) -> Any:
         return LookupsRaise({key: LookupsRaise(new), "source": "s"})
 
-    hostile.__name__ = hostile.__qualname__ = "hostile"
+    named(hostile, "hostile")
     pipe.registry.add_middleware(f"{op}_request", hostile, "x")
     seen: list[Any] = []
 
@@ -287,7 +283,7 @@ class FrameLike:
         raise ValueError("The truth value of a DataFrame is ambiguous.")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("observed", [False, True])
 def test_pandas_like_tool_arguments_reach_the_tool(mode: str, observed: bool) -> None:
     from _support.telemetry import TelemetryHarness

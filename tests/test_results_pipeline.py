@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support.calls import MODES
 from _support.hostile import HostileStrError
 
 import otelmw
@@ -246,7 +247,7 @@ def test_ctx_execution_time_ms_is_measured_around_the_base_call_async() -> None:
     assert n.calls[0][2].execution_time_ms >= 45.0
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", MODES)
 def test_ctx_execution_time_ms_excludes_tool_execution_middleware_time(mode: str) -> None:
     """The base call is what is timed: a slow wrapper around it is not tool time
     (both paths: the async one awaits the tool inside the timed region)."""

@@ -55,11 +55,11 @@ def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
 
 def run_call(p: Pipeline, mode: str, op: str, payload: Any, execute: Callable[[Any], Any], *,
-             raise_errors: bool = False, **options: Any) -> Any:
+             tool: str = TOOL, raise_errors: bool = False, **options: Any) -> Any:
     """One LLM or tool call through the sync or async pipeline entry point; ``options``
-    go to ``run_llm``/``run_tool`` (defaults: provider ``openai``, ``MODEL``, ``TOOL``,
-    ``TOOL_CALL_ID``). ``raise_errors``: a failing tool raises instead of returning
-    ``"Tool Error: ..."`` (a failing LLM call always raises)."""
+    go to ``run_llm``/``run_tool`` (defaults: provider ``openai``, ``MODEL``,
+    ``TOOL_CALL_ID``). ``tool``: the tool's name. ``raise_errors``: a failing tool
+    raises instead of returning ``"Tool Error: ..."`` (a failing LLM call always raises)."""
     if op == LLM:
         options.setdefault("provider", "openai")
         options.setdefault("model", MODEL)
@@ -69,8 +69,8 @@ def run_call(p: Pipeline, mode: str, op: str, payload: Any, execute: Callable[[A
     options.setdefault("tool_call_id", TOOL_CALL_ID)
     options["raise_errors"] = raise_errors
     if mode == SYNC:
-        return p.run_tool(TOOL, payload, execute, **options)
-    return asyncio.run(p.arun_tool(TOOL, payload, execute, **options))
+        return p.run_tool(tool, payload, execute, **options)
+    return asyncio.run(p.arun_tool(tool, payload, execute, **options))
 
 
 def callback(mode: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
