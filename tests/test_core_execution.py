@@ -270,14 +270,7 @@ def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
     results: list[Any] = []
 
     def one_call() -> None:
-        payload = host_payload()
-        if mode == "sync":
-            results.append(p.run_llm(payload, base, provider="prov") if kind == "llm"
-                           else p.run_tool("tool_x", payload, base, tool_call_id="c"))
-            return
-        coro = (p.arun_llm(payload, base, provider="prov") if kind == "llm"
-                else p.arun_tool("tool_x", payload, base, tool_call_id="c"))
-        results.append(loop.run_until_complete(coro))
+        results.append(run_call(p, mode, kind, host_payload(), base, loop=loop))
 
     try:
         unreachable = cyclic_garbage(one_call, 100)
@@ -424,11 +417,7 @@ def test_downstream_tool_failure_without_raise_errors_becomes_tool_error_text(mo
     p = Pipeline()
     add_exec(p, "tool", mode, "wrap", recorder([], "wrap"))
     base = BaseCall(error=DownstreamError("disk full"))
-    if mode == "sync":
-        result = p.run_tool("tool_x", {"a": 1}, base)
-    else:
-        result = asyncio.run(p.arun_tool("tool_x", {"a": 1}, base))
-    assert result == "Tool Error: disk full"
+    assert run_call(p, mode, "tool", {"a": 1}, base) == "Tool Error: disk full"
     assert len(base.calls) == 1
 
 

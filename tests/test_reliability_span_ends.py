@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _support.calls import EXEC_KIND, MODES, OPS, REQUEST_KIND, TOOL, run_call
+from _support.calls import EXEC_KIND, MODES, OPS, REQUEST_KIND, TOOL, minimal_payload, run_call
 from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
@@ -28,10 +28,6 @@ def h() -> Iterator[ObservedPipeline]:
     harness = ObservedPipeline(ContentPolicy("NO_CONTENT"))
     yield harness
     harness.close()
-
-
-def payload(op: str) -> dict[str, Any]:
-    return {"model": "gpt-test", "messages": []} if op == "llm" else {"q": 1}
 
 
 def assert_all_ended(h: ObservedPipeline, expected_names: set[str]) -> None:
@@ -56,7 +52,7 @@ def test_request_middleware_raising_base_exception_ends_its_span(
     before = otel_context.get_current()
     ran: list[Any] = []
     with pytest.raises(exc_type) as info:
-        run_call(h.pipeline, mode, op, payload(op), ran.append)
+        run_call(h.pipeline, mode, op, minimal_payload(op), ran.append)
     assert info.value is raised
     assert ran == []
     assert otel_context.get_current() == before
@@ -78,7 +74,7 @@ def test_execution_wrapper_raising_base_exception_ends_every_span(
 
     h.pipeline.registry.add_middleware(EXEC_KIND[op], wrap, "x")
     with pytest.raises(exc_type) as info:
-        run_call(h.pipeline, mode, op, payload(op), lambda p: "ok")
+        run_call(h.pipeline, mode, op, minimal_payload(op), lambda p: "ok")
     assert info.value is raised
     assert_all_ended(h, {f"{EXEC_KIND[op]} x.wrap"})
 
@@ -115,10 +111,10 @@ def test_cancelled_while_awaiting_ends_every_span(
     async def turn() -> None:
         async with h.pipeline.turn("agent"):
             if op == "llm":
-                call = h.pipeline.arun_llm(payload(op), base, provider="openai",
+                call = h.pipeline.arun_llm(minimal_payload(op), base, provider="openai",
                                            model="gpt-test")
             else:
-                call = h.pipeline.arun_tool(TOOL, payload(op), base)
+                call = h.pipeline.arun_tool(TOOL, minimal_payload(op), base)
             await asyncio.wait_for(call, 0.05)
 
     before = otel_context.get_current()

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from _support.calls import MODEL, MODES, OPS, TOOL, named, run_call
+from _support.calls import MODEL, MODES, OPS, TOOL, minimal_payload, named, run_call
 from _support.telemetry import TelemetryHarness, is_child, op_span_name, parent_id
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -39,10 +39,6 @@ def worker(h: TelemetryHarness, label: str) -> Callable[[], str]:
     return work
 
 
-def payload(op: str) -> dict[str, Any]:
-    return {"model": MODEL, "messages": []} if op == "llm" else {"q": 1}
-
-
 # ---------------------------------------------------------------- thread pools
 @pytest.mark.parametrize("op", OPS)
 def test_thread_pool_work_parents_to_call_after_instrument_threads(
@@ -56,7 +52,7 @@ def test_thread_pool_work_parents_to_call_after_instrument_threads(
             assert [f.result() for f in futures] == [f"pooled {i}" for i in range(6)]
             return "done"
 
-        run_call(h.pipeline, "sync", op, payload(op), execute)
+        run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
     top = h.one(op_span_name(op))
     for i in range(6):
         assert is_child(h.one(f"pooled {i}"), top)
@@ -100,7 +96,7 @@ def test_bare_thread_parents_to_call_after_instrument_threads(
             t.join()
         return "done"
 
-    run_call(h.pipeline, "sync", op, payload(op), execute)
+    run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
     top = h.one(op_span_name(op))
     for i in range(3):
         assert is_child(h.one(f"thread {i}"), top)
@@ -132,7 +128,7 @@ def test_carry_without_instrument_threads(h: TelemetryHarness, op: str) -> None:
         control.join()
         return "done"
 
-    run_call(h.pipeline, "sync", op, payload(op), execute)
+    run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
     top = h.one(op_span_name(op))
     assert is_child(h.one("carried"), top)
     # Control: without carry or instrument_threads a bare thread loses the context.
@@ -348,7 +344,7 @@ def test_32_threads_each_call_has_its_own_trace(
         try:
             barrier.wait()
             for op in OPS:
-                run_call(p, mode, op, payload(op), base(f"{op} base {i}"))
+                run_call(p, mode, op, minimal_payload(op), base(f"{op} base {i}"))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -390,7 +386,7 @@ def test_32_threads_each_turn_has_its_own_trace(h: TelemetryHarness) -> None:
                     with h.tracer.start_as_current_span(f"{op} base {i}"):
                         time.sleep(0.001)
                     return {"id": str(i)}
-                run_call(h.pipeline, "sync", op, payload(op), execute)
+                run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
 
     threads = [threading.Thread(target=thread_main, args=(i,)) for i in range(n)]
     for t in threads:

@@ -938,16 +938,8 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
         base = host_base(harness, op, span=False)
 
         def one_call() -> Any:
-            execute = base.in_mode(mode)
-            if op == "llm":
-                call = (harness.pipeline.run_llm if mode == "sync"
-                        else harness.pipeline.arun_llm)(payload_for(op), execute,
-                                                        provider="openai", model=MODEL)
-            else:
-                call = (harness.pipeline.run_tool if mode == "sync"
-                        else harness.pipeline.arun_tool)(TOOL, payload_for(op), execute,
-                                                         tool_call_id="call-1")
-            return call if mode == "sync" else loop.run_until_complete(call)
+            return run_call(harness.pipeline, mode, op, payload_for(op), base.in_mode(mode),
+                            loop=loop)
 
         unreachable = cyclic_garbage(one_call, 50)
         layer_spans = [s for s in harness.spans() if s.name.startswith((

@@ -48,6 +48,11 @@ def host_payload() -> dict[str, Any]:
     return {"model": MODEL, "path": [], "messages": [{"role": "user", "content": "hi"}]}
 
 
+def minimal_payload(op: str) -> dict[str, Any]:
+    """The smallest payload of an ``op`` call: a model and no messages, or one argument."""
+    return {"model": MODEL, "messages": []} if op == LLM else {"q": 1}
+
+
 def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``fn`` under ``name`` (the middleware name otelmw reports is the qualname)."""
     fn.__name__ = fn.__qualname__ = name
@@ -55,22 +60,25 @@ def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
 
 def run_call(p: Pipeline, mode: str, op: str, payload: Any, execute: Callable[[Any], Any], *,
-             tool: str = TOOL, raise_errors: bool = False, **options: Any) -> Any:
+             tool: str = TOOL, raise_errors: bool = False,
+             loop: asyncio.AbstractEventLoop | None = None, **options: Any) -> Any:
     """One LLM or tool call through the sync or async pipeline entry point; ``options``
     go to ``run_llm``/``run_tool`` (defaults: provider ``openai``, ``MODEL``,
     ``TOOL_CALL_ID``). ``tool``: the tool's name. ``raise_errors``: a failing tool
-    raises instead of returning ``"Tool Error: ..."`` (a failing LLM call always raises)."""
+    raises instead of returning ``"Tool Error: ..."`` (a failing LLM call always raises).
+    ``loop``: the event loop an async call runs on (default: a new one, ``asyncio.run``)."""
+    run = asyncio.run if loop is None else loop.run_until_complete
     if op == LLM:
         options.setdefault("provider", "openai")
         options.setdefault("model", MODEL)
         if mode == SYNC:
             return p.run_llm(payload, execute, **options)
-        return asyncio.run(p.arun_llm(payload, execute, **options))
+        return run(p.arun_llm(payload, execute, **options))
     options.setdefault("tool_call_id", TOOL_CALL_ID)
     options["raise_errors"] = raise_errors
     if mode == SYNC:
         return p.run_tool(tool, payload, execute, **options)
-    return asyncio.run(p.arun_tool(tool, payload, execute, **options))
+    return run(p.arun_tool(tool, payload, execute, **options))
 
 
 def callback(mode: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
