@@ -6,7 +6,7 @@ LLM provider, middleware, hook and normalizer) with ``configure()`` and
 PrometheusMetricReader behind prometheus_client's HTTP server on 127.0.0.1
 and a free port. A real ``prometheus`` process (bound to 127.0.0.1, free
 port, temporary storage) scrapes it every second. Each panel query of
-``dashboards/*.json`` (from ``_stack_queries.dashboard_queries()``, Grafana
+``dashboards/*.json`` (from ``_support.stack_queries.dashboard_queries()``, Grafana
 macros rendered) then runs through Prometheus' HTTP API, one test per panel:
 
 * panels over otelmw's own metrics must return ``success`` and a non-empty
