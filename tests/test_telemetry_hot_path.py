@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import MODEL, MODES, OPS, PLUGIN, TelemetryHarness, run_call
+from _support.calls import MODEL, MODES, OPS, PLUGIN, run_call
+from _support.telemetry import TelemetryHarness
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
