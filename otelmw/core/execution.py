@@ -32,6 +32,7 @@ from .seam import PipelineObserver
 
 
 class NextCallReusedError(RuntimeError):
+    __module__ = "otelmw.chain"  # its exported error.type; see STABLE_MODULES in otelmw
     """Raised inside a middleware that calls ``next_call`` a second time."""
 
 

@@ -119,6 +119,7 @@ def describe(exc: BaseException) -> str:
 
 
 class AsyncMiddlewareInSyncCallError(TypeError):
+    __module__ = "otelmw.chain"  # its exported error.type; see STABLE_MODULES in otelmw
     """An ``async def`` callback was registered but the host call is synchronous."""
 
 

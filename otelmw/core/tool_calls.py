@@ -37,6 +37,7 @@ _NATIVE = c.NATIVE_RUNTIME_IDS
 
 
 class ToolArgumentsError(ValueError):
+    __module__ = "otelmw.tool_calls"  # its exported error.type; see STABLE_MODULES in otelmw
     """Tool arguments that are not a JSON object (or malformed JSON)."""
 
 

@@ -1,0 +1,47 @@
+"""Names users and dashboards depend on survive moves inside the package.
+
+The modules' homes before ``otelmw/core/`` (``otelmw.results``, ``otelmw.pipeline``, …)
+are the same module objects as their new homes; otelmw's own exceptions keep the
+``error.type`` they were exported under, and still pickle (a worker pool sends them
+between processes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+
+import pytest
+
+import otelmw
+from otelmw.core import execution, failures, tool_calls
+from otelmw.telemetry.values import error_type
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(otelmw.STABLE_MODULES.items()))
+def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
+    assert importlib.import_module(f"otelmw.{old}") is importlib.import_module(
+        f"otelmw.core.{new}")
+    assert getattr(otelmw, old) is importlib.import_module(f"otelmw.core.{new}")
+
+
+EXPORTED_ERROR_TYPES = [
+    (tool_calls.ToolArgumentsError("bad"), "otelmw.tool_calls.ToolArgumentsError"),
+    (execution.NextCallReusedError("twice"), "otelmw.chain.NextCallReusedError"),
+    (failures.AsyncMiddlewareInSyncCallError("async"),
+     "otelmw.chain.AsyncMiddlewareInSyncCallError"),
+]
+
+
+@pytest.mark.parametrize(("exc", "exported"), EXPORTED_ERROR_TYPES,
+                         ids=[e for _, e in EXPORTED_ERROR_TYPES])
+def test_otelmw_exceptions_keep_their_exported_error_type(exc: Exception,
+                                                          exported: str) -> None:
+    assert error_type(exc) == exported
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is type(exc) and back.args == exc.args
+
+
+def test_public_exceptions_are_the_package_level_names() -> None:
+    assert otelmw.ToolArgumentsError is tool_calls.ToolArgumentsError
+    assert otelmw.NextCallReusedError is execution.NextCallReusedError
