@@ -12,6 +12,7 @@ skips — or fails under ``CI=true``.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,11 @@ def item_hosts(item: pytest.Item) -> frozenset[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell inherits SIGINT
+    # ignored, and so would every program it starts (Ctrl-C and SIGINT tests then see
+    # nothing). A handler, unlike SIG_IGN, is reset to the default action on exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get(telemetry_snapshot.ENV):
         telemetry_snapshot.install(config)
 
