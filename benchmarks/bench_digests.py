@@ -8,9 +8,9 @@ serialization. The ``dict`` is a typical tool result: ``{"rows": [{"id", "name",
 JSON. Each (type, size) runs in its own process; CPU µs per digest, median.
 
 The bound (``digests.py``): ``str``/``bytes`` over ``max_bytes`` (default 4 MiB,
-``OTELMW_DIGEST_MAX_BYTES``) are hashed as ``blake2b-keyed-sampled`` — length + first and
+``OTELMW_DIGEST_MAX_BYTES``) are hashed as ``sha256-keyed-sampled`` — length + first and
 last ``max_bytes/2`` — so their cost stops growing at 4 MiB; a JSON tree whose
-canonical JSON exceeds ``max_bytes`` is hashed as ``blake2b-keyed-prefix`` over its first
+canonical JSON exceeds ``max_bytes`` is hashed as ``sha256-keyed-prefix`` over its first
 ``max_bytes`` bytes (after a bounded size walk of at most 50 000 nodes).
 
 Targets: ≤ 1 µs for results ≤ 1 KB; bounded cost for huge ones (the 100 MB figure

@@ -331,7 +331,7 @@ def test_show_shortens_a_tool_result_digest_to_its_algorithm_and_nine_hex_digits
     tool = next(s for s in demo["spans"] if s.name == "execute_tool get_weather")
     full = str(tool.attributes["otelmw.result.raw.digest"])
     algorithm, _, hexdigest = full.partition(":")
-    assert algorithm == "blake2b-keyed" and len(hexdigest) == 64
+    assert algorithm == "sha256-keyed" and len(hexdigest) == 64
     out = ok(otelmw("traces", "show", tool.trace_id, env={**demo["env"], "COLUMNS": "160"},
                     cwd=demo["root"])).stdout
     assert f"raw={algorithm}:{hexdigest[:9]}…" in out

@@ -260,7 +260,7 @@ def test_tool_spans_deduplicated_and_normalized(main: Run) -> None:
         a = s.attributes
         assert s.name == "execute_tool read_file" and a["gen_ai.tool.name"] == "read_file"
         assert a["otelmw.runtime.id"] == "hermes" and a["gen_ai.tool.type"] == "function"
-        assert a["otelmw.result.raw.digest"].startswith("blake2b-keyed:")
+        assert a["otelmw.result.raw.digest"].startswith("sha256-keyed:")
         assert a["otelmw.result.raw.type"] == "str" and a["otelmw.result.raw.size"] > 0
         assert a["otelmw.api_request.id"] == main.named("chat ")[0].attributes[
             "otelmw.api_request.id"]
@@ -326,7 +326,7 @@ def test_hook_records_correlated_with_digests(main: Run) -> None:
     for name in ("pre_api_request", "post_api_request", "api_request_error"):
         assert all(r.span_id in chat_ids for r in main.hook_logs(name)), name
     for r in main.hook_logs("pre_api_request"):
-        assert r.attributes["otelmw.request.digest"].startswith("blake2b-keyed:")
+        assert r.attributes["otelmw.request.digest"].startswith("sha256-keyed:")
     for name in ("pre_tool_call", "post_tool_call"):
         assert all(r.span_id in tool_trees for r in main.hook_logs(name)), name
     post = {r.attributes["gen_ai.tool.call.id"]: r for r in main.hook_logs("post_tool_call")}
@@ -334,7 +334,7 @@ def test_hook_records_correlated_with_digests(main: Run) -> None:
     ids = [c for c, _ in main.tool_calls()]
     assert post[ids[0]].attributes["otelmw.result.success"] is True
     assert post[ids[1]].attributes["otelmw.result.success"] is False
-    assert post[ids[1]].attributes["otelmw.tool.args.digest"].startswith("blake2b-keyed:")
+    assert post[ids[1]].attributes["otelmw.tool.args.digest"].startswith("sha256-keyed:")
     assert json.loads(post[ids[1]].attributes["otelmw.middleware_trace"]) == [
         {"source": "probe-policy", "reason": "bounded reads"}]
     end = main.hook_logs("on_session_end")

@@ -1,5 +1,6 @@
-"""Digests are keyed (keyed BLAKE2b with the deployment's key), so a short result cannot
-be recovered by hashing candidates, yet the processes of one deployment agree."""
+"""Digests are keyed (SHA-256 after a secret block derived from the deployment's key),
+so a short result cannot be recovered by hashing candidates, yet the processes of one
+deployment agree."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_a_four_digit_pin_is_not_recovered_from_its_exported_digest() -> None:
     finally:
         h.close()
     algorithm, _, value = str(exported).partition(":")
-    assert algorithm == "blake2b-keyed"
+    assert algorithm == "sha256-keyed"
     # the attack: hash every candidate unkeyed (plain SHA-256, unkeyed BLAKE2b of the
     # same size), in the usual encodings
     candidates = {f"{n:04d}" for n in range(10_000)}
@@ -71,15 +72,15 @@ def test_processes_of_one_deployment_agree_and_other_deployments_differ(
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert [x for x in os.listdir(home) if x != "digest.key"] == []  # no temp files left
     key = key_file.read_text().strip().encode()
-    assert outs[0][0] == "blake2b-keyed:" + hashlib.blake2b(
-        PIN.encode(), key=key, digest_size=32).hexdigest()
+    assert outs[0][0] == "sha256-keyed:" + hashlib.sha256(
+        hashlib.sha512(key).digest() + PIN.encode()).hexdigest()
     assert _digests(env, values, tmp_path) == outs[0]  # a later process: same key, same
     other = clean_env(tmp_path / "other")
     assert _digests(other, values, tmp_path)[0] != outs[0][0]
     given = clean_env(tmp_path, OTELMW_DIGEST_KEY="a-deployment-secret-0123")
     assert _digests(given, [PIN], tmp_path) == [
-        "blake2b-keyed:" + hashlib.blake2b(PIN.encode(), key=b"a-deployment-secret-0123",
-                                           digest_size=32).hexdigest()]
+        "sha256-keyed:" + hashlib.sha256(hashlib.sha512(b"a-deployment-secret-0123").digest()
+                                         + PIN.encode()).hexdigest()]
 
 
 def test_a_short_digest_key_is_refused_at_configure_without_echoing_it(
@@ -103,7 +104,7 @@ def test_without_a_usable_home_digests_still_work_with_one_warning(
     with caplog.at_level(logging.WARNING, logger="otelmw"):
         first = digests.digest(PIN)
         second = digests.digest(PIN)
-    assert first == second and first[0].startswith("blake2b-keyed:")
+    assert first == second and first[0].startswith("sha256-keyed:")
     warnings = [r.getMessage() for r in caplog.records if "digest key" in r.getMessage()]
     assert len(warnings) == 1 and "OTELMW_DIGEST_KEY" in warnings[0]
 
@@ -132,11 +133,11 @@ def test_the_documented_recompute_gives_the_exported_digest(tmp_path: Path,
 def test_the_documented_openssl_command_gives_the_exported_digest(tmp_path: Path) -> None:
     if shutil.which("openssl") is None:
         unavailable("openssl")
-    command = _documented(r"`(openssl mac [^`]*)`").replace("\n", " ")
+    command = _documented(r"`(\{ printf[^`]*sha256sum)`").replace("\n", " ")
     env = clean_env(tmp_path, KEY="a-deployment-secret-0123")
     env["OTELMW_DIGEST_KEY"] = env["KEY"]
     exported = _digests(env, [{"pin": PIN}], tmp_path)[0]
     proc = subprocess.run(command, shell=True, env=env, input=b'{"pin":"4821"}',
                           capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "blake2b-keyed:" + proc.stdout.decode().strip().lower() == exported
+    assert "sha256-keyed:" + proc.stdout.decode().split()[0].lower() == exported

@@ -281,7 +281,7 @@ def test_content_policy_max_length_from_env(monkeypatch: pytest.MonkeyPatch) -> 
 
 # ---------------------------------------------------------------- digests
 def sha(data: bytes) -> str:
-    return "blake2b-keyed:" + keyed_hex(data)
+    return "sha256-keyed:" + keyed_hex(data)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -377,7 +377,7 @@ def test_digest_huge_str_is_sampled_by_characters() -> None:
     half = cap // 2
     expected = keyed_hex(
         f"{len(s)}:".encode() + s[:half].encode() + s[-half:].encode())
-    assert d == "blake2b-keyed-sampled:" + expected
+    assert d == "sha256-keyed-sampled:" + expected
     assert size == len(s)
     # Changing the middle is (by design) invisible; changing an end is not.
     mid = s[:6000] + "Q" + s[6001:]
@@ -391,7 +391,7 @@ def test_digest_str_over_cap_in_utf8_only_is_sampled_by_characters() -> None:
     half = cap // 2
     expected = keyed_hex(
         f"{len(s)}:".encode() + s[:half].encode() + s[-half:].encode())
-    assert digest(s, max_bytes=cap) == ("blake2b-keyed-sampled:" + expected, 3000)
+    assert digest(s, max_bytes=cap) == ("sha256-keyed-sampled:" + expected, 3000)
     # just under the cap in bytes: the whole thing, not sampled
     t = "é" * 2048
     assert digest(t, max_bytes=cap) == (sha(t.encode()), 4096)
@@ -402,7 +402,7 @@ def test_digest_huge_str_default_cap_is_bounded_in_time() -> None:
     t0 = time.perf_counter()
     d, size = digest(s)
     assert time.perf_counter() - t0 < 2.0
-    assert d.startswith("blake2b-keyed-sampled:") and size == len(s)
+    assert d.startswith("sha256-keyed-sampled:") and size == len(s)
 
 
 def test_digest_huge_bytes_sampled() -> None:
@@ -410,7 +410,7 @@ def test_digest_huge_bytes_sampled() -> None:
     data = bytes(range(256)) * 40
     half = cap // 2
     expected = keyed_hex(f"{len(data)}:".encode() + data[:half] + data[-half:])
-    assert digest(data, max_bytes=cap) == ("blake2b-keyed-sampled:" + expected, len(data))
+    assert digest(data, max_bytes=cap) == ("sha256-keyed-sampled:" + expected, len(data))
 
 
 def test_digest_huge_tree_is_prefix_hashed() -> None:
@@ -419,7 +419,7 @@ def test_digest_huge_tree_is_prefix_hashed() -> None:
     full = canonical_json(tree)
     assert len(full) > cap
     assert digest(tree, max_bytes=cap) == (
-        "blake2b-keyed-prefix:" + keyed_hex(full[:cap]), -1)
+        "sha256-keyed-prefix:" + keyed_hex(full[:cap]), -1)
     small = {"rows": [1, 2, 3]}
     assert digest(small, max_bytes=cap) == (sha(canonical_json(small)),
                                             len(canonical_json(small)))
@@ -434,7 +434,7 @@ def test_digest_cyclic_structures_never_raise() -> None:
     assert digest(lst) == (sha(b"list"), 4)
     big: dict[str, Any] = {f"k{i}": "v" * 100 for i in range(100)}
     big["loop"] = [big]
-    assert digest(big, max_bytes=1024)[0].startswith("blake2b-keyed")
+    assert digest(big, max_bytes=1024)[0].startswith("sha256-keyed")
     mixed: dict[Any, Any] = {1: "a", "b": None}
     mixed["b"] = mixed  # cycle in a dict whose keys need converting
     assert digest(mixed) == (sha(b"dict"), 4)
@@ -452,7 +452,7 @@ def test_digest_hostile_objects_never_raise() -> None:
     deep: Any = []
     for _ in range(100_000):
         deep = [deep]
-    assert digest(deep)[0].startswith("blake2b-keyed")
+    assert digest(deep)[0].startswith("sha256-keyed")
 
 
 def test_digest_lone_surrogates() -> None:
@@ -481,7 +481,7 @@ def test_digest_bound_sees_through_dict_and_list_subclasses() -> None:
         full = canonical_json(tree)
         assert len(full) > cap
         assert digest(tree, max_bytes=cap) == (
-            "blake2b-keyed-prefix:" + keyed_hex(full[:cap]), -1)
+            "sha256-keyed-prefix:" + keyed_hex(full[:cap]), -1)
         # the digest alone cannot tell "walked and cut" from "encoded whole, then
         # cut": the walk itself must see the subclass' size
         assert digests._fits(tree, cap) == digests._TOO_BIG
@@ -492,7 +492,7 @@ def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
     tree = {1: "a" * 3000, "b": "c" * 3000}  # non-str keys: the walk counts the rest
     # unsortable keys (int and str): converted first ("1"), then sorted as strings
     full = canonical_json({"1": "a" * 3000, "b": "c" * 3000})
-    expected = ("blake2b-keyed-prefix:" + keyed_hex(full[:cap]), -1)
+    expected = ("sha256-keyed-prefix:" + keyed_hex(full[:cap]), -1)
     assert digest(tree, max_bytes=cap) == expected
     assert digest(dict(reversed(list(tree.items()))), max_bytes=cap) == expected
     # the walk itself must find it over the cap (not leave it to a whole encode)

@@ -599,7 +599,7 @@ def test_hook_failure_metric_and_log_count(h: TelemetryHarness, mode: str) -> No
 def canonical_json_digest(value: Any) -> tuple[str, int]:
     data = json.dumps(value, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
-    return "blake2b-keyed:" + keyed_hex(data), len(data)
+    return "sha256-keyed:" + keyed_hex(data), len(data)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -651,11 +651,11 @@ def test_tool_span_metadata_primitive_bounded(h: TelemetryHarness) -> None:
     assert "m00" in meta and "m26" in meta and "m27" not in meta  # 5 + 27 = 32 keys kept
     assert attrs["otelmw.result.execution_time_ms"] == 12.5
     assert attrs["otelmw.result.raw.digest"] == (
-        "blake2b-keyed:" + keyed_hex(raw)) == digest(raw)[0]
+        "sha256-keyed:" + keyed_hex(raw)) == digest(raw)[0]
     assert attrs["otelmw.result.raw.size"] == len(raw)
     assert attrs["otelmw.result.raw.type"] == "bytes"
     assert attrs["otelmw.result.content.digest"] == (
-        "blake2b-keyed:" + keyed_hex(b"normalized text"))
+        "sha256-keyed:" + keyed_hex(b"normalized text"))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -674,7 +674,7 @@ def test_tool_span_failure_attributes(h: TelemetryHarness, mode: str) -> None:
     assert attrs["otelmw.result.status"] == "error"
     assert attrs["otelmw.result.error_message"] == "disk on fire"
     assert attrs["otelmw.result.raw.type"] == PROVIDER_DOWN
-    expected = "blake2b-keyed:" + keyed_hex(f"{PROVIDER_DOWN}: disk on fire".encode())
+    expected = "sha256-keyed:" + keyed_hex(f"{PROVIDER_DOWN}: disk on fire".encode())
     assert attrs["otelmw.result.raw.digest"] == expected == digest(exc)[0]
     assert attrs["otelmw.result.metadata.error.type"] == PROVIDER_DOWN
 

@@ -273,7 +273,7 @@ def render_list(summaries: list[TraceSummary], style: Style) -> list[str]:
 def _value(v: Any) -> str:
     if isinstance(v, list):
         return ",".join(printable(x) for x in v)
-    if isinstance(v, str) and v.startswith("blake2b-keyed"):  # -sampled:, -prefix: too
+    if isinstance(v, str) and v.startswith("sha256-keyed"):  # -sampled:, -prefix: too
         algorithm, _, hexdigest = v.partition(":")
         if len(hexdigest) > 16:  # nine hex digits are enough to tell digests apart
             return printable(f"{algorithm}:{hexdigest[:9]}") + "…"

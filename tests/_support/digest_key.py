@@ -1,6 +1,6 @@
-"""Digests recomputed as docs/telemetry.md says a user does: keyed BLAKE2b (32-byte
-digest) with the deployment's key (``OTELMW_DIGEST_KEY``, else
-``$OTELMW_HOME/digest.key``; a key longer than 64 bytes is first hashed with SHA-512)."""
+"""Digests recomputed as docs/telemetry.md says a user does: SHA-256 of the SHA-512 of
+the deployment's key (``OTELMW_DIGEST_KEY``, else ``$OTELMW_HOME/digest.key``) followed
+by the data."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ def deployment_key() -> bytes:
 
 
 def keyed_hex(data: bytes, key: bytes | None = None) -> str:
-    """The documented keyed BLAKE2b of ``data`` (default key: the deployment's)."""
+    """The documented keyed SHA-256 of ``data`` (default key: the deployment's)."""
     key = deployment_key() if key is None else key
-    if len(key) > 64:
-        key = hashlib.sha512(key).digest()
-    return hashlib.blake2b(data, key=key, digest_size=32).hexdigest()
+    return hashlib.sha256(hashlib.sha512(key).digest() + data).hexdigest()
