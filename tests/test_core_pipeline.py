@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 from _support.calls import LLM_HOOKS, MODES, PLUGIN, TOOL_HOOKS, named, pass_through, run_call
 
 from otelmw import Pipeline, PluginManager, runtime_context
+from otelmw.core.contract import CallInfo, RuntimeContext
 
 COMMON = {
     "telemetry_schema_version": "otelmw.observer.v1",
@@ -362,4 +364,125 @@ def test_concurrent_registration_and_reload_with_eight_calling_threads(
         assert req in ALLOWED_REQUEST_PATHS, path
         assert exe in ALLOWED_EXEC_PATHS, path
         assert path == req + exe, path
+    assert p.failures.total() == 0
+
+
+# ------------------------------------------------------------ call records
+
+
+def test_named_call_constructors_set_every_field_as_the_keyword_built_record() -> None:
+    """The pipelines build their calls field by field (``CallInfo.for_*``), for speed:
+    each must equal the record built by keyword, every field set (a field the
+    constructor forgot fails the comparison)."""
+    rc = RuntimeContext(session_id="s", task_id="t", turn_id="u", agent_name="a",
+                        runtime_id="r")
+    ids = {"session_id": "s", "task_id": "t", "turn_id": "u", "agent_name": "a"}
+    chat = CallInfo.for_chat(rc, api_request_id="id", provider="p", model="m",
+                             api_mode="chat_completions", server=("h", 443))
+    assert chat == CallInfo("chat", **ids, api_request_id="id", provider="p", model="m",
+                            api_mode="chat_completions", runtime_id="r",
+                            server_address="h", server_port=443)
+    tool = CallInfo.for_tool(rc, api_request_id="id", tool_name="web_search",
+                             tool_call_id="call-1", runtime_id="hermes")
+    assert tool == CallInfo("execute_tool", **ids, api_request_id="id",
+                            tool_name="web_search", tool_call_id="call-1",
+                            runtime_id="hermes")
+    emb = CallInfo.for_embeddings(rc, provider="p", model="m", server=(None, None))
+    assert emb == CallInfo("embeddings", **ids, provider="p", model="m", runtime_id="r")
+    assert chat.middleware_trace is not tool.middleware_trace  # one trace per call
+
+
+# ------------------------------------------- the kwargs dict the stages share
+# One middleware kwargs dict per call serves the request and the execution stage
+# (benchmark 2's untraced target depends on it: docs/performance.md). What makes
+# that safe: every callback gets its own copy (``**kw``), so a callback that
+# mutates its kwargs changes nothing another sees; each stage and hook point sees
+# exactly its own keys; the host's request is never touched.
+
+LLM_BASE = {*COMMON, "api_request_id", "provider", "model", "api_mode"}
+TOOL_BASE = {*COMMON, "api_request_id", "tool_name", "tool_call_id"}
+TOOL_RESULT_KEYS = {"args", "middleware_trace", "result", "normalized", "duration_ms",
+                    "status", "error_type", "error_message"}
+STAGE_KEYS = {
+    "llm_request": LLM_BASE | {"request", "original_request"},
+    "llm_execution": LLM_BASE | {"request", "original_request", "middleware_trace",
+                                 "next_call"},
+    "pre_api_request": LLM_BASE | {"request", "middleware_trace", "started_at"},
+    "post_api_request": LLM_BASE | {"request", "middleware_trace", "started_at",
+                                    "response", "ended_at", "api_duration"},
+    "tool_request": TOOL_BASE | {"args", "original_args"},
+    "tool_execution": TOOL_BASE | {"args", "original_args", "next_call"},
+    "pre_tool_call": TOOL_BASE | {"args", "middleware_trace"},
+    "post_tool_call": TOOL_BASE | TOOL_RESULT_KEYS,
+    "transform_tool_result": TOOL_BASE | TOOL_RESULT_KEYS,
+}
+
+
+def register_vandals(p: Pipeline, kinds: list[str], hooks: list[str],
+                     seen: dict[str, list[tuple[str, set[str], Any]]]) -> None:
+    """Per kind and hook point, a callback that empties its kwargs and leaves a key
+    of its own, then one that records what it got."""
+    for label in [*kinds, *hooks]:
+        key = "request" if label.startswith(("llm", "pre_api", "post_api")) else "args"
+
+        def vandal(label: str = label, key: str = key, **kw: Any) -> Any:
+            seen.setdefault(label, []).append(("vandal", set(kw), kw.get(key)))
+            nxt, payload = kw.get("next_call"), kw.get(key)
+            kw.clear()
+            kw["vandal"] = True
+            return None if nxt is None else nxt(payload)
+
+        def witness(label: str = label, key: str = key, **kw: Any) -> Any:
+            seen.setdefault(label, []).append(("witness", set(kw), kw.get(key)))
+            return kw["next_call"](kw[key]) if "next_call" in kw else None
+
+        for cb in (vandal, witness):
+            if label in kinds:
+                p.registry.add_middleware(label, cb, plugin=PLUGIN)
+            else:
+                p.registry.add_hook(label, cb, plugin=PLUGIN)
+
+
+@pytest.mark.parametrize("with_hooks", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_callback_mutating_its_kwargs_changes_nothing_another_stage_sees(
+        mode: str, with_hooks: bool) -> None:
+    p = Pipeline()
+    seen: dict[str, list[tuple[str, set[str], Any]]] = {}
+    llm_kinds, tool_kinds = ["llm_request", "llm_execution"], ["tool_request", "tool_execution"]
+    register_vandals(p, [*llm_kinds, *tool_kinds], [*LLM_HOOKS[:2], *TOOL_HOOKS]
+                     if with_hooks else [], seen)
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    args = {"q": "x", "filters": ["a"]}
+    request_before, args_before = copy.deepcopy(request), copy.deepcopy(args)
+    base_got: list[Any] = []
+
+    def base(payload: Any) -> str:
+        base_got.append(payload)
+        return "ok"
+
+    def scenario() -> None:
+        with runtime_context(session_id="sess-1", task_id="task-1", turn_id="turn-1"):
+            if mode == "sync":
+                p.run_llm(request, base)
+                p.run_tool("web_search", args, base, tool_call_id="call-1")
+            else:
+                async def both() -> None:
+                    await p.arun_llm(request, base)
+                    await p.arun_tool("web_search", args, base, tool_call_id="call-1")
+
+                asyncio.run(both())
+
+    in_fresh_context(scenario)
+    assert sorted(seen) == sorted([*llm_kinds, *tool_kinds,
+                                   *([*LLM_HOOKS[:2], *TOOL_HOOKS] if with_hooks else [])])
+    for label, records in seen.items():
+        assert [who for who, _, _ in records] == ["vandal", "witness"], label
+        for who, keys, payload in records:
+            assert keys == STAGE_KEYS[label], (label, who)
+            assert payload == (request_before if "request" in STAGE_KEYS[label]
+                               else args_before), (label, who)
+    # Nothing was rewritten: the base call got the host's own objects, untouched.
+    assert base_got[0] is request and base_got[1] is args
+    assert request == request_before and args == args_before
     assert p.failures.total() == 0

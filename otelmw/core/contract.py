@@ -15,6 +15,8 @@ from typing import Any, Final
 
 from .payloads import EMPTY_LIST_VIEW, freeze
 
+_new_record = object.__new__
+
 TELEMETRY_SCHEMA_VERSION: Final = "otelmw.observer.v1"
 MIDDLEWARE_SCHEMA_VERSION: Final = "otelmw.middleware.v1"
 
@@ -179,7 +181,8 @@ class CallInfo:
     """The context of one LLM or tool call as it moves through the pipeline.
 
     ``as_kwargs`` produces the runtime-context fields every callback receives.
-    The pipelines construct it positionally: keep new fields after ``server_port``.
+    Host adapters build it by keyword; the pipelines' own calls come from the named
+    constructors ``for_chat`` / ``for_tool`` / ``for_embeddings``.
     """
 
     operation: str  # "chat", "execute_tool" or "embeddings" ("invoke_agent": host hooks)
@@ -200,6 +203,56 @@ class CallInfo:
     # Scratch space for observers (telemetry keeps its span handles here).
     observer_state: Any = None
     _trace_view: Any = None
+
+    # The named constructors set every field by name on a bare instance: on this
+    # per-call path the generated ``__init__``'s keyword matching cost as much as
+    # the rest of the construction (docs/performance.md, benchmark 2).
+    # tests/test_core_pipeline.py checks each against the keyword-built record.
+    @classmethod
+    def _from_context(cls, operation: str, context: RuntimeContext,
+                      api_request_id: str | None) -> CallInfo:
+        call = _new_record(cls)
+        call.operation = operation
+        call.session_id = context.session_id
+        call.task_id = context.task_id
+        call.turn_id = context.turn_id
+        call.api_request_id = api_request_id
+        call.provider = call.model = call.api_mode = None
+        call.tool_name = call.tool_call_id = None
+        call.runtime_id = context.runtime_id
+        call.agent_name = context.agent_name
+        call.server_address = call.server_port = None
+        call.middleware_trace = []
+        call.observer_state = call._trace_view = None
+        return call
+
+    @classmethod
+    def for_chat(cls, context: RuntimeContext, *, api_request_id: str, provider: str | None,
+                 model: str | None, api_mode: str | None,
+                 server: tuple[str | None, int | None]) -> CallInfo:
+        """A ``chat`` call in ``context`` (``server``: address and port, if known)."""
+        call = cls._from_context("chat", context, api_request_id)
+        call.provider, call.model, call.api_mode = provider, model, api_mode
+        call.server_address, call.server_port = server
+        return call
+
+    @classmethod
+    def for_tool(cls, context: RuntimeContext, *, api_request_id: str, tool_name: str,
+                 tool_call_id: str | None, runtime_id: str | None) -> CallInfo:
+        """An ``execute_tool`` call in ``context``, of the host runtime ``runtime_id``."""
+        call = cls._from_context("execute_tool", context, api_request_id)
+        call.tool_name, call.tool_call_id, call.runtime_id = tool_name, tool_call_id, runtime_id
+        return call
+
+    @classmethod
+    def for_embeddings(cls, context: RuntimeContext, *, provider: str | None,
+                       model: str | None, server: tuple[str | None, int | None]) -> CallInfo:
+        """An ``embeddings`` call in ``context``. No ``api_request_id``: tool calls
+        belong to the latest *chat* request."""
+        call = cls._from_context("embeddings", context, None)
+        call.provider, call.model = provider, model
+        call.server_address, call.server_port = server
+        return call
 
     def trace_view(self) -> Any:
         """Read-only view of ``middleware_trace`` for payloads, built once per call

@@ -21,11 +21,9 @@ class EmbeddingCalls:
                          server: tuple[str | None, int | None]) -> c.CallInfo:
         rc = c.current_runtime_context()
         model = request.get("model") if isinstance(request, dict) else None
-        # No api_request_id: tool calls belong to the latest *chat* request.
-        return c.CallInfo("embeddings", rc.session_id, rc.task_id, rc.turn_id,
-                          provider=provider, model=model if isinstance(model, str) else None,
-                          runtime_id=rc.runtime_id, agent_name=rc.agent_name,
-                          server_address=server[0], server_port=server[1])
+        return c.CallInfo.for_embeddings(
+            rc, provider=provider, model=model if isinstance(model, str) else None,
+            server=server)
 
     def run_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
                        provider: str | None = None, server_address: str | None = None,

@@ -14,18 +14,27 @@ from .callstate import (
     allm_terminal_for,
     isawaitable,
     llm_terminal_for,
+    reset_current_llm_call,
 )
 from .execution import arun_execution, run_execution
 from .failures import FailureLog, safe_str
 from .hooks import afire_hooks, all_hook_events, fire_hooks
 from .memory import MemoryAdapter
 from .payloads import freeze
-from .registry import MiddlewareRegistry
+from .registry import Layer, MiddlewareRegistry
 from .results import (
     RuntimeMiddlewareRegistry,
 )
 from .rewrites import arun_rewrites, run_rewrites
 from .seam import PipelineObserver
+
+
+def _execution_kwargs(mkw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:
+    """The middleware kwargs with what ``llm_execution`` callbacks get on top of the
+    request stage's: the original and the trace of the rewrites that ran."""
+    mkw["original_request"] = original
+    mkw["middleware_trace"] = call.trace_view()
+    return mkw
 
 
 class LLMCalls:
@@ -44,11 +53,9 @@ class LLMCalls:
         if model is None and isinstance(request, dict):
             m = dict.get(request, "model")  # dict's own: a subclass's .get is host code
             model = m if isinstance(m, str) else None
-        # Positional (field order of CallInfo): see ToolCalls._tool_call.
-        call = c.CallInfo("chat", rc.session_id, rc.task_id, rc.turn_id,
-                          api_request_id or c.new_request_id(rc.turn_id), provider, model,
-                          api_mode, None, None, rc.runtime_id, rc.agent_name, server[0],
-                          server[1])
+        call = c.CallInfo.for_chat(
+            rc, api_request_id=api_request_id or c.new_request_id(rc.turn_id),
+            provider=provider, model=model, api_mode=api_mode, server=server)
         _last_api_request_id.set(call.api_request_id)
         return call
 
@@ -96,41 +103,31 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            try:
-                _current_llm_call.reset(token)
-            except ValueError:  # token from another context: leave the var as it is there
-                pass
+            reset_current_llm_call(token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
+    # ``_run_llm`` and ``_arun_llm`` are twins that differ only where the async one
+    # awaits (a stage, a hook point, the base call); what lies between is shared.
     def _run_llm(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any]) -> Any:
-        reg, obs, failures = self.registry, self.observer, self.failures
-        mw, hk = reg.tables()
-        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
-                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
-        # Frozen original only when middleware can see it (hook events alone do not).
-        original = freeze(request) if reg.llm_active else request
-        kw = call.as_kwargs()
-        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
-        # itself when no hook payload will be built from it.
-        mkw = dict(kw) if hooked else kw
+        obs, failures = self.observer, self.failures
+        mw, hk = self.registry.tables()
+        original, kw, mkw, hooked = self._llm_prepare(call, request, hk)
         effective = original
         if mw[c.LLM_REQUEST]:
             effective = run_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                      original, original, mkw, obs, failures)
             if effective is not original and obs is not None:
                 obs.request_rewritten(call, effective)
-        payload = None
-        if hooked:
-            payload = self._api_payload(call, kw, effective, time.time())
+        payload = self._api_payload(call, kw, effective, time.time()) if hooked else None
+        if payload is not None:
             fire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload, obs,
                        failures)
         terminal = llm_terminal_for(execute, request, original, call, obs)
         layers = mw[c.LLM_EXECUTION]
         try:
             if layers:
-                mkw["original_request"] = original
-                mkw["middleware_trace"] = call.trace_view()
-                result = run_execution(layers, call, "request", effective, mkw, terminal,
+                result = run_execution(layers, call, "request", effective,
+                                       _execution_kwargs(mkw, original, call), terminal,
                                        obs, failures)
             else:
                 result = terminal(effective)
@@ -143,6 +140,19 @@ class LLMCalls:
             fire_hooks(hk[c.POST_API_REQUEST], call, c.POST_API_REQUEST,
                        self._response_payload(payload, result), obs, failures)
         return result
+
+    def _llm_prepare(self, call: c.CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
+                     ) -> tuple[Any, dict[str, Any], dict[str, Any], bool]:
+        """(the original as middleware sees it, base kwargs, middleware kwargs, whether
+        hook payloads are built)."""
+        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
+                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(self.observer)
+        # Frozen original only when middleware can see it (hook events alone do not).
+        original = freeze(request) if self.registry.llm_active else request
+        kw = call.as_kwargs()
+        # Middleware kwargs, shared by both stages (callees get copies; guarded by
+        # tests/test_core_pipeline.py); ``kw`` itself when no hook payload is built.
+        return original, kw, dict(kw) if hooked else kw, hooked
 
     @staticmethod
     def _error_payload(payload: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -187,47 +197,33 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            try:
-                _current_llm_call.reset(token)
-            except ValueError:  # token from another context: leave the var as it is there
-                pass
+            reset_current_llm_call(token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
     async def _arun_llm(self, call: c.CallInfo, request: Any,
                         execute: Callable[[Any], Any]) -> Any:
-        reg, obs, failures = self.registry, self.observer, self.failures
-        mw, hk = reg.tables()
-        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
-                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(obs)
-        # Frozen original only when middleware can see it (hook events alone do not).
-        original = freeze(request) if reg.llm_active else request
-        kw = call.as_kwargs()
-        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
-        # itself when no hook payload will be built from it.
-        mkw = dict(kw) if hooked else kw
+        obs, failures = self.observer, self.failures
+        mw, hk = self.registry.tables()
+        original, kw, mkw, hooked = self._llm_prepare(call, request, hk)
         effective = original
         if mw[c.LLM_REQUEST]:
             effective = await arun_rewrites(c.LLM_REQUEST, mw[c.LLM_REQUEST], call,
                                             original, original, mkw, obs, failures)
             if effective is not original and obs is not None:
                 obs.request_rewritten(call, effective)
-        payload = None
-        if hooked:
-            payload = self._api_payload(call, kw, effective, time.time())
+        payload = self._api_payload(call, kw, effective, time.time()) if hooked else None
+        if payload is not None:
             await afire_hooks(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload,
                               obs, failures)
         terminal = allm_terminal_for(execute, request, original, call, obs)
         layers = mw[c.LLM_EXECUTION]
         try:
             if layers:
-                mkw["original_request"] = original
-                mkw["middleware_trace"] = call.trace_view()
-                result = await arun_execution(layers, call, "request", effective, mkw, terminal,
-                                              obs, failures)
+                result = await arun_execution(layers, call, "request", effective,
+                                              _execution_kwargs(mkw, original, call),
+                                              terminal, obs, failures)
             else:
-                result = terminal(effective)
-                if isawaitable(result):
-                    result = await result
+                result = await terminal(effective)
         except Exception as exc:
             if payload is not None:
                 await afire_hooks(hk[c.API_REQUEST_ERROR], call, c.API_REQUEST_ERROR,

@@ -20,7 +20,7 @@ from .failures import MEMORY, FailureLog, describe
 from .hooks import afire_hooks, all_hook_events, block_message, fire_hooks, first, plain_string
 from .memory import MemoryAdapter
 from .payloads import freeze
-from .registry import MiddlewareRegistry
+from .registry import Layer, MiddlewareRegistry
 from .results import (
     MiddlewareContext,
     NormalizedToolResult,
@@ -75,6 +75,15 @@ def parse_arguments(args: Any) -> dict[str, Any]:
 # Metadata mark on a result a ``pre_tool_call`` block directive produced, so memory
 # adapters (which get only the NormalizedToolResult) can tell it apart.
 BLOCKED_KEY = "otelmw.blocked"
+
+
+def _hook_points_wanted(hk: dict[str, tuple[Layer, ...]], obs: PipelineObserver | None
+                        ) -> tuple[bool, bool]:
+    """Whether the ``pre_tool_call`` and the ``post_tool_call``/``transform_tool_result``
+    payloads are built: the hook point has callbacks, or hook events are ``all``."""
+    every = all_hook_events(obs)
+    return (every or bool(hk[c.PRE_TOOL_CALL]),
+            every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT]))
 
 
 def _blocked(message: str) -> NormalizedToolResult:
@@ -132,12 +141,9 @@ class ToolCalls:
     def _tool_call(self, tool_name: str, tool_call_id: str | None,
                    runtime_id: str | None) -> c.CallInfo:
         rc = c.current_runtime_context()
-        # Positional (field order of CallInfo): keyword matching costs more than
-        # the rest of the construction on this per-call path.
-        return c.CallInfo("execute_tool", rc.session_id, rc.task_id, rc.turn_id,
-                          _last_api_request_id.get() or c.new_request_id(rc.turn_id),
-                          None, None, None, tool_name, tool_call_id, runtime_id,
-                          rc.agent_name)
+        return c.CallInfo.for_tool(
+            rc, api_request_id=_last_api_request_id.get() or c.new_request_id(rc.turn_id),
+            tool_name=tool_name, tool_call_id=tool_call_id, runtime_id=runtime_id)
 
     def _tool_prepare(self, call: c.CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
         """(parsed args, frozen original, base kwargs) — raises ToolArgumentsError."""
@@ -166,10 +172,11 @@ class ToolCalls:
         return {**kw, "args": effective, "middleware_trace": call.trace_view()}
 
     def _outcome(self, call: c.CallInfo, raw: Any, error: BaseException | None,
-                 seconds: float) -> tuple[NormalizedToolResult, str]:
-        """The normalized result of the base call and its status (``ok``/``error``)."""
+                 seconds: float) -> tuple[NormalizedToolResult, str, BaseException | None]:
+        """The normalized result of the base call, its status (``ok``/``error``) and
+        what it raised."""
         normalized = self._normalize(call, raw, error, seconds * 1000.0)
-        return normalized, "ok" if normalized.success else "error"
+        return normalized, "ok" if normalized.success else "error", error
 
     def _post_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
                       model_result: Any, normalized: NormalizedToolResult, status: str
@@ -200,24 +207,19 @@ class ToolCalls:
             self.observer.tool_result(call, normalized, status)
         return normalized.content if status == "blocked" else normalized.model_text()
 
+    # ``_run_tool`` and ``_arun_tool`` are twins that differ only where the async
+    # one awaits (a stage, a hook point, the tool); what lies between is shared.
     def _run_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
                   raise_errors: bool) -> Any:
-        reg, obs, failures = self.registry, self.observer, self.failures
-        mw, hk = reg.tables()
-        every = all_hook_events(obs)  # hook events wanted even without callbacks
-        pre_hooked = every or bool(hk[c.PRE_TOOL_CALL])
-        post_hooked = every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT])
+        mw, hk = self.registry.tables()
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            model_result, normalized, bad = self._bad_arguments(call, args, exc)
-            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, bad, obs, failures)
-            self._record_memory(call, normalized)
-            if raise_errors:
-                raise
-            return model_result
-        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
-        # itself when no hook payload will be built from it.
+            return self._refuse_arguments(call, args, exc, hk, raise_errors)
+        obs, failures = self.observer, self.failures
+        pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
+        # Middleware kwargs, shared by both stages (callees get copies; guarded by
+        # tests/test_core_pipeline.py); ``kw`` itself when no hook payload is built.
         mkw = dict(kw) if pre_hooked or post_hooked else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
@@ -228,30 +230,16 @@ class ToolCalls:
             blocked = first(fire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 self._pre_payload(call, kw, effective), obs, failures, block_message))
-        error: BaseException | None = None
         if blocked is not None:
-            normalized, status = _blocked(blocked), "blocked"
+            normalized, status, error = _blocked(blocked), "blocked", None
         else:
-            elapsed = [0.0]  # execution_time_ms: the base call only
-            terminal = timed_terminal_for(execute, parsed, original, elapsed)
-            layers = mw[c.TOOL_EXECUTION]
-            raw: Any = None
-            try:
-                if layers:
-                    mkw["original_args"] = original
-                    raw = run_execution(layers, call, "args", effective, mkw, terminal, obs,
-                                        failures)
-                else:
-                    raw = terminal(effective)
-            except Exception as exc:
-                error = exc
-            normalized, status = self._outcome(call, raw, error, elapsed[0])
+            normalized, status, error = self._execute(
+                mw[c.TOOL_EXECUTION], call, execute, parsed, original, effective, mkw)
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if post_hooked:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
-                       failures)
+            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs, failures)
         self._record_memory(call, normalized)
         transformed = None if payload is None else first(fire_hooks(
             hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
@@ -259,6 +247,23 @@ class ToolCalls:
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
+
+    def _execute(self, layers: tuple[Layer, ...], call: c.CallInfo,
+                 execute: Callable[[Any], Any], parsed: Any, original: Any, effective: Any,
+                 mkw: dict[str, Any]) -> tuple[NormalizedToolResult, str, BaseException | None]:
+        """The ``tool_execution`` chain around the tool, normalized (see ``_outcome``)."""
+        elapsed = [0.0]  # execution_time_ms: the base call only
+        terminal = timed_terminal_for(execute, parsed, original, elapsed)
+        try:
+            if layers:
+                mkw["original_args"] = original
+                raw = run_execution(layers, call, "args", effective, mkw, terminal,
+                                    self.observer, self.failures)
+            else:
+                raw = terminal(effective)
+        except Exception as exc:
+            return self._outcome(call, None, exc, elapsed[0])
+        return self._outcome(call, raw, None, elapsed[0])
 
     def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError
                        ) -> tuple[Any, NormalizedToolResult, dict[str, Any]]:
@@ -268,6 +273,16 @@ class ToolCalls:
         model_result = self._finish_tool(call, normalized, "error")
         return model_result, normalized, self._post_payload(
             call, call.as_kwargs(), args, model_result, normalized, "error")
+
+    def _refuse_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
+                          hk: dict[str, tuple[Layer, ...]], raise_errors: bool) -> Any:
+        model_result, normalized, payload = self._bad_arguments(call, args, exc)
+        fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, self.observer,
+                   self.failures)
+        self._record_memory(call, normalized)
+        if raise_errors:
+            raise exc
+        return model_result
 
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
@@ -297,24 +312,14 @@ class ToolCalls:
 
     async def _arun_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
                          raise_errors: bool) -> Any:
-        reg, obs, failures = self.registry, self.observer, self.failures
-        mw, hk = reg.tables()
-        every = all_hook_events(obs)  # hook events wanted even without callbacks
-        pre_hooked = every or bool(hk[c.PRE_TOOL_CALL])
-        post_hooked = every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT])
+        mw, hk = self.registry.tables()
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            model_result, normalized, bad = self._bad_arguments(call, args, exc)
-            await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, bad, obs,
-                              failures)
-            self._record_memory(call, normalized)
-            if raise_errors:
-                raise
-            return model_result
-        # Middleware kwargs, shared by both stages (callees get copies); ``kw``
-        # itself when no hook payload will be built from it.
-        mkw = dict(kw) if pre_hooked or post_hooked else kw
+            return await self._arefuse_arguments(call, args, exc, hk, raise_errors)
+        obs, failures = self.observer, self.failures
+        pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
+        mkw = dict(kw) if pre_hooked or post_hooked else kw  # as in _run_tool
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = await arun_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST],
@@ -324,24 +329,11 @@ class ToolCalls:
             blocked = first(await afire_hooks(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
                 self._pre_payload(call, kw, effective), obs, failures, block_message))
-        error: BaseException | None = None
         if blocked is not None:
-            normalized, status = _blocked(blocked), "blocked"
+            normalized, status, error = _blocked(blocked), "blocked", None
         else:
-            elapsed = [0.0]  # execution_time_ms: the base call only
-            terminal = atimed_terminal_for(execute, parsed, original, elapsed)
-            layers = mw[c.TOOL_EXECUTION]
-            raw: Any = None
-            try:
-                if layers:
-                    mkw["original_args"] = original
-                    raw = await arun_execution(layers, call, "args", effective, mkw, terminal,
-                                               obs, failures)
-                else:
-                    raw = await terminal(effective)
-            except Exception as exc:
-                error = exc
-            normalized, status = self._outcome(call, raw, error, elapsed[0])
+            normalized, status, error = await self._aexecute(
+                mw[c.TOOL_EXECUTION], call, execute, parsed, original, effective, mkw)
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if post_hooked:
@@ -356,3 +348,29 @@ class ToolCalls:
             raise error
         return transformed if transformed is not None else model_result
 
+    async def _aexecute(self, layers: tuple[Layer, ...], call: c.CallInfo,
+                        execute: Callable[[Any], Any], parsed: Any, original: Any,
+                        effective: Any, mkw: dict[str, Any]
+                        ) -> tuple[NormalizedToolResult, str, BaseException | None]:
+        elapsed = [0.0]
+        terminal = atimed_terminal_for(execute, parsed, original, elapsed)
+        try:
+            if layers:
+                mkw["original_args"] = original
+                raw = await arun_execution(layers, call, "args", effective, mkw, terminal,
+                                           self.observer, self.failures)
+            else:
+                raw = await terminal(effective)
+        except Exception as exc:
+            return self._outcome(call, None, exc, elapsed[0])
+        return self._outcome(call, raw, None, elapsed[0])
+
+    async def _arefuse_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
+                                 hk: dict[str, tuple[Layer, ...]], raise_errors: bool) -> Any:
+        model_result, normalized, payload = self._bad_arguments(call, args, exc)
+        await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload,
+                          self.observer, self.failures)
+        self._record_memory(call, normalized)
+        if raise_errors:
+            raise exc
+        return model_result
