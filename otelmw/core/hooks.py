@@ -49,80 +49,100 @@ def all_hook_events(obs: PipelineObserver | None) -> bool:
     return obs is not None and obs.hook_events == "all"
 
 
+class _Firing:
+    """One hook point's firing, shared by ``fire_hooks`` and ``afire_hooks`` (which
+    differ only in ``run``/``arun``: awaiting what a callback returns): the values
+    kept and the callbacks that failed."""
+
+    __slots__ = ("failed", "failures", "payload", "pick", "results")
+
+    def __init__(self, failures: FailureLog, payload: dict[str, Any],
+                 pick: Pick | None) -> None:
+        self.failures, self.payload, self.pick = failures, payload, pick
+        self.results: list[Any] = []
+        self.failed = 0
+
+    def failed_with(self, layer: Layer, message: str, exc: BaseException | None) -> None:
+        self.failed += 1
+        _record(self.failures, layer, message, exc, self.payload)
+
+    def run(self, layer: Layer) -> None:
+        try:
+            ret = layer.callback(**self.payload)
+        except Exception as exc:
+            self.failed_with(layer, "hook raised", exc)
+            return
+        if ret is not None:
+            self.take(layer, ret, True)
+
+    async def arun(self, layer: Layer) -> None:
+        """``run`` in an async call: the callback may be ``async def``."""
+        try:
+            ret = layer.callback(**self.payload)
+            if inspect.isawaitable(ret):
+                ret = await ret
+        except Exception as exc:
+            self.failed_with(layer, "hook raised", exc)
+            return
+        if ret is not None:
+            self.take(layer, ret, False)
+
+    def take(self, layer: Layer, ret: Any, in_sync_call: bool) -> None:
+        """What a callback returned (not None): kept if the hook point accepts it.
+        Looked at inside a guard: an object whose attribute lookups, ``__class__``,
+        ``close()`` or ``__eq__`` raise."""
+        try:
+            if in_sync_call and inspect.isawaitable(ret):
+                discard_awaitable(ret)
+                self.failed_with(layer, "hook returned an awaitable in a synchronous call; "
+                                 "it was not run", None)
+                return
+            if self.pick is not None:
+                ret = self.pick(ret)
+        except Exception as exc:
+            self.failed_with(layer, "hook returned an unusable value", exc)
+            return
+        if ret is not None:
+            self.results.append(ret)
+
+    def done(self, obs: PipelineObserver | None, call: CallInfo, hook_name: str,
+             layers: tuple[Layer, ...]) -> list[Any]:
+        if _emit(obs, layers):
+            obs.hook_fired(call, hook_name, self.payload, self.failed)  # type: ignore[union-attr]
+        return self.results
+
+
+def _no_callbacks(obs: PipelineObserver | None, call: CallInfo, hook_name: str,
+                  payload: dict[str, Any]) -> list[Any]:
+    """A hook point without callbacks: heard of only with hook events ``all``."""
+    if _emit(obs, ()):
+        obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
+    return _NO_RESULTS
+
+
 def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                payload: dict[str, Any], obs: PipelineObserver | None,
                failures: FailureLog, pick: Pick | None = None) -> list[Any]:
     """Call every hook for ``hook_name``; return their non-None results in order
     (``pick(result)`` of each, when given: what the hook point accepts, or None)."""
     if not layers:
-        if _emit(obs, layers):
-            obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
-        return _NO_RESULTS
-    results: list[Any] = []
-    failed = 0
+        return _no_callbacks(obs, call, hook_name, payload)
+    firing = _Firing(failures, payload, pick)
     for layer in layers:
-        try:
-            ret = layer.callback(**payload)
-        except Exception as exc:
-            failed += 1
-            _record(failures, layer, "hook raised", exc, payload)
-            continue
-        if ret is None:
-            continue
-        # What a hook returned is looked at inside a guard too: an object whose
-        # attribute lookups, ``__class__``, ``close()`` or ``__eq__`` raise.
-        try:
-            if inspect.isawaitable(ret):
-                discard_awaitable(ret)
-                failed += 1
-                _record(failures, layer, "hook returned an awaitable in a synchronous call; "
-                        "it was not run", None, payload)
-                continue
-            if pick is not None:
-                ret = pick(ret)
-        except Exception as exc:
-            failed += 1
-            _record(failures, layer, "hook returned an unusable value", exc, payload)
-            continue
-        if ret is not None:
-            results.append(ret)
-    if _emit(obs, layers):
-        obs.hook_fired(call, hook_name, payload, failed)  # type: ignore[union-attr]
-    return results
+        firing.run(layer)
+    return firing.done(obs, call, hook_name, layers)
 
 
 async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                       payload: dict[str, Any], obs: PipelineObserver | None,
                       failures: FailureLog, pick: Pick | None = None) -> list[Any]:
+    """``fire_hooks`` for async calls: a callback may be ``async def``."""
     if not layers:
-        if _emit(obs, layers):
-            obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
-        return _NO_RESULTS
-    results: list[Any] = []
-    failed = 0
+        return _no_callbacks(obs, call, hook_name, payload)
+    firing = _Firing(failures, payload, pick)
     for layer in layers:
-        try:
-            ret = layer.callback(**payload)
-            if inspect.isawaitable(ret):
-                ret = await ret
-        except Exception as exc:
-            failed += 1
-            _record(failures, layer, "hook raised", exc, payload)
-            continue
-        if ret is None:
-            continue
-        if pick is not None:
-            try:
-                ret = pick(ret)
-            except Exception as exc:
-                failed += 1
-                _record(failures, layer, "hook returned an unusable value", exc, payload)
-                continue
-        if ret is not None:
-            results.append(ret)
-    if _emit(obs, layers):
-        obs.hook_fired(call, hook_name, payload, failed)  # type: ignore[union-attr]
-    return results
+        await firing.arun(layer)
+    return firing.done(obs, call, hook_name, layers)
 
 
 Pick = Callable[[Any], Any]
