@@ -137,8 +137,8 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
     # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
     # at call time, so inner layers rebinding these keys is harmless.
     kw = base_kw
-    base = _Frame()  # the base call's state, for the out-of-stack fallback
-    base.state = _NOT_CALLED
+    base, entry = _Frame(), _Frame()  # the base call's state (for the out-of-stack
+    base.state = entry.state = _NOT_CALLED  # fallback) and the chain's entry's
 
     # ``run(i, p, frame)`` runs the layers below layer ``i`` (skipped ones in a
     # loop) on input ``p``; layer ``i``'s ``next_call`` is ``partial(run, ...)``
@@ -146,11 +146,10 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
     # ``run``; a partial is C). ``run`` gets itself as ``lk`` instead of through
     # its own closure cell: a self-referencing closure would make every call's
     # kwargs, payloads and closures cyclic garbage.
-    def run(lk: Any, i: int, p: Any, frame: _Frame | None, next_payload: Any = None) -> Any:
-        if frame is not None:  # None: the chain's entry
-            if frame.state != _NOT_CALLED:
-                raise _reused(layers[i])
-            frame.state = _RUNNING
+    def run(lk: Any, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
+        if frame.state != _NOT_CALLED:
+            raise _reused(layers[i])
+        frame.state = _RUNNING
         q = p if next_payload is None else next_payload
         j = i + 1
         try:
@@ -195,15 +194,13 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
                     break
                 j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
         except BaseException as e:
-            if frame is not None:
-                frame.state, frame.error = _RAISED, e
+            frame.state, frame.error = _RAISED, e
             raise
-        if frame is not None:
-            frame.state, frame.result = _RETURNED, r
+        frame.state, frame.result = _RETURNED, r
         return r
 
     try:
-        return run(run, -1, payload, None)
+        return run(run, -1, payload, entry)
     except RecursionError as exc:
         if not _out_of_stack(layers, base, exc, failures):
             raise
@@ -224,13 +221,13 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
     n = len(layers)
     limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
     kw = base_kw  # shared, as in run_execution
-    base = _Frame()
-    base.state = _NOT_CALLED
+    base, entry = _Frame(), _Frame()
+    base.state = entry.state = _NOT_CALLED
 
     # As in run_execution: ``arun`` runs the layers below layer ``i`` in a loop;
     # layer i's ``next_call`` (``partial(hand_out, ...)``) hands out ``arun(...)``
     # as the awaitable, so each layer costs two coroutine frames.
-    async def arun(lk: Any, i: int, q: Any, frame: _Frame | None) -> Any:
+    async def arun(lk: Any, i: int, q: Any, frame: _Frame) -> Any:
         j = i + 1
         try:
             while True:
@@ -288,11 +285,9 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
                 r = result
                 break
         except BaseException as e:
-            if frame is not None:
-                frame.state, frame.error = _RAISED, e
+            frame.state, frame.error = _RAISED, e
             raise
-        if frame is not None:
-            frame.state, frame.result = _RETURNED, r
+        frame.state, frame.result = _RETURNED, r
         return r
 
     def hand_out(lk: Any, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
@@ -304,7 +299,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
         return frame.pending
 
     try:
-        return await arun(arun, -1, payload, None)
+        return await arun(arun, -1, payload, entry)
     except RecursionError as exc:
         if not _out_of_stack(layers, base, exc, failures):
             raise

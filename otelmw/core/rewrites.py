@@ -56,9 +56,9 @@ def _trace_text(ret: dict[str, Any], key: str) -> str | None:
 
 
 class RewriteStep:
-    """Bookkeeping of a request stage once a callback returned something or raised
-    (shared by the sync and async stages); the usual all-``None`` stage never
-    builds one."""
+    """Bookkeeping of a request stage: what each callback's return or failure does
+    to the payload, the trace and the observer (shared by the sync and async
+    stages; the sync one's usual all-``None`` stage never builds one)."""
 
     __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
 
@@ -105,11 +105,11 @@ def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
 
 
 def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                 original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
+                 original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
                  failures: FailureLog) -> Any:
-    """Apply request middleware; returns the effective (frozen) payload."""
+    """Apply request middleware; returns the effective (frozen) payload. ``kw``: the
+    call's middleware kwargs, given the payload keys here (callees get copies)."""
     key = PAYLOAD_KEY[kind]
-    kw = base_kw
     kw[ORIGINAL_KEY[key]] = original
     kw[key] = payload
     step: RewriteStep | None = None
@@ -138,13 +138,14 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
 
 
 async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                        original: Any, base_kw: dict[str, Any], obs: PipelineObserver | None,
+                        original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
                         failures: FailureLog) -> Any:
+    """Async twin of ``run_rewrites``: a callback may be ``async def``. Every layer
+    goes through ``RewriteStep`` (the sync stage inlines the unchanged case)."""
     key = PAYLOAD_KEY[kind]
-    kw = base_kw
     kw[ORIGINAL_KEY[key]] = original
     kw[key] = payload
-    step: RewriteStep | None = None
+    step = RewriteStep(kind, key, call, payload, kw, obs, failures)
     for pos, layer in enumerate(layers):
         token = obs.rewrite_started(call, layer, pos) if obs is not None else None
         err: BaseException | None = None
@@ -157,13 +158,5 @@ async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, pa
         except BaseException as exc:  # CancelledError too
             _interrupted(obs, call, token, exc)
             raise
-        if ret is None and err is None:
-            if obs is not None:
-                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
-            continue
-        if step is None:
-            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
         step.finish(layer, token, ret, err)
-    return payload if step is None else step.current
-
-
+    return step.current
