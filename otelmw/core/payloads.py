@@ -25,128 +25,107 @@ def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
     )
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
-    """A ``dict`` that refuses in-place changes. ``dict(view)`` gives a mutable copy."""
+class _ReadOnlyView:
+    """What every view class shares. The in-place methods a subclass names in
+    ``refuses`` raise ``TypeError``; ``copy.copy`` gives back the mutable container
+    a subclass's ``__reduce__`` rebuilds when unpickled, ``copy.deepcopy`` a
+    thawed tree (``thaw``)."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = _read_only
-    clear = pop = popitem = setdefault = update = _read_only
-    __ior__ = _read_only
 
-    def __copy__(self) -> dict[Any, Any]:
-        return dict(self)
+    def __init_subclass__(cls, refuses: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in refuses.split():
+            setattr(cls, name, _read_only)
+
+    def __reduce__(self) -> Any:
+        raise NotImplementedError  # each view: its mutable type and what rebuilds it
+
+    def __copy__(self) -> Any:
+        rebuild, args = self.__reduce__()
+        return rebuild(*args)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         return thaw(self)
+
+
+class FrozenDict(_ReadOnlyView, dict,  # type: ignore[type-arg]
+                 refuses="__setitem__ __delitem__ __ior__ clear pop popitem setdefault "
+                         "update"):
+    """A ``dict`` that refuses in-place changes. ``dict(view)`` gives a mutable copy."""
+
+    __slots__ = ()
 
     def __reduce__(self) -> Any:
         return (dict, (dict(self),))
 
 
-class FrozenList(list):  # type: ignore[type-arg]
+class FrozenList(_ReadOnlyView, list,  # type: ignore[type-arg]
+                 refuses="__setitem__ __delitem__ __iadd__ __imul__ append extend insert "
+                         "pop remove reverse sort clear"):
     """A ``list`` that refuses in-place changes. ``list(view)`` gives a mutable copy."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = _read_only
-    append = extend = insert = pop = remove = reverse = sort = clear = _read_only
-    __iadd__ = __imul__ = _read_only
-
-    def __copy__(self) -> list[Any]:
-        return list(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return thaw(self)
 
     def __reduce__(self) -> Any:
         return (list, (list(self),))
 
 
-class FrozenSet(frozenset):  # type: ignore[type-arg]
+class FrozenSet(_ReadOnlyView, frozenset,  # type: ignore[type-arg]
+                refuses="add discard remove pop clear update intersection_update "
+                        "difference_update symmetric_difference_update"):
     """A ``set`` in a payload, as a ``frozenset``; ``set(view)`` gives a mutable copy."""
 
     __slots__ = ()
-    add = discard = remove = pop = clear = update = _read_only
-    intersection_update = difference_update = symmetric_difference_update = _read_only
-
-    def __copy__(self) -> set[Any]:
-        return set(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return thaw(self)
 
     def __reduce__(self) -> Any:
         return (set, (list(self),))
 
 
-class FrozenBytes(bytes):
+class FrozenBytes(_ReadOnlyView, bytes,
+                  refuses="append extend insert pop remove reverse clear"):
     """A ``bytearray`` in a payload, as ``bytes``; ``bytearray(view)`` gives a copy."""
 
     __slots__ = ()
-    append = extend = insert = pop = remove = reverse = clear = _read_only
-
-    def __copy__(self) -> bytearray:
-        return bytearray(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return bytearray(self)
 
     def __reduce__(self) -> Any:
         return (bytearray, (bytes(self),))
 
 
-class FrozenDeque(deque):  # type: ignore[type-arg]
+class FrozenDeque(_ReadOnlyView, deque,  # type: ignore[type-arg]
+                  refuses="__setitem__ __delitem__ __iadd__ __imul__ append appendleft "
+                          "extend extendleft insert pop popleft remove reverse rotate clear"):
     """A ``deque`` that refuses in-place changes (``maxlen`` kept)."""
 
     __slots__ = ()
-    append = appendleft = extend = extendleft = insert = pop = popleft = _read_only
-    remove = reverse = rotate = clear = __setitem__ = __delitem__ = _read_only
-    __iadd__ = __imul__ = _read_only
-
-    def __copy__(self) -> deque[Any]:  # type: ignore[override]  # a mutable copy
-        return deque(self, self.maxlen)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return thaw(self)
 
     def __reduce__(self) -> Any:
         return (deque, (list(self), self.maxlen))
 
 
-class FrozenOrderedDict(OrderedDict):  # type: ignore[type-arg]
+class FrozenOrderedDict(_ReadOnlyView, OrderedDict,  # type: ignore[type-arg]
+                        refuses="__setitem__ __delitem__ __ior__ clear pop popitem "
+                                "setdefault update move_to_end"):
     """An ``OrderedDict`` that refuses in-place changes."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = _read_only
-    clear = pop = popitem = setdefault = update = move_to_end = __ior__ = _read_only
-
-    def __copy__(self) -> OrderedDict[Any, Any]:
-        return OrderedDict(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return thaw(self)
 
     def __reduce__(self) -> Any:
         return (OrderedDict, (list(dict.items(self)),))
 
 
-class FrozenDefaultDict(defaultdict):  # type: ignore[type-arg]
+class FrozenDefaultDict(_ReadOnlyView, defaultdict,  # type: ignore[type-arg]
+                        refuses="__setitem__ __delitem__ __ior__ clear pop popitem "
+                                "setdefault update"):
     """A ``defaultdict`` that refuses in-place changes; a missing key reads as
     ``default_factory()`` without being inserted."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = _read_only
-    clear = pop = popitem = setdefault = update = __ior__ = _read_only
 
     def __missing__(self, key: Any) -> Any:
         if self.default_factory is None:
             raise KeyError(key)
         return self.default_factory()
-
-    def __copy__(self) -> defaultdict[Any, Any]:  # type: ignore[override]  # a mutable copy
-        return defaultdict(self.default_factory, self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        return thaw(self)
 
     def __reduce__(self) -> Any:
         return (defaultdict, (self.default_factory, dict(self)))

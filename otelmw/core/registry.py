@@ -34,32 +34,28 @@ def callback_name(callback: Callable[..., Any]) -> str:
 
 
 def make_layer(kind: str, callback: Callable[..., Any], plugin: str) -> Layer:
-    return Layer(kind, callback, plugin, f"{plugin}.{callback_name(callback)}")
+    return Layer(kind=kind, callback=callback, plugin=plugin,
+                 name=f"{plugin}.{callback_name(callback)}")
 
 
 def validate_middleware(plugin: str, kind: Any, callback: Any) -> None:
     """Raise a ``ValueError`` naming the plugin for a registration that cannot work."""
-    if not isinstance(kind, str) or kind not in MIDDLEWARE_KINDS:
-        raise ValueError(
-            f"plugin {plugin!r}: unknown middleware kind {kind!r}; "
-            f"expected one of {sorted(MIDDLEWARE_KINDS)}"
-        )
-    if not callable(callback):
-        raise ValueError(
-            f"plugin {plugin!r}: middleware callback for {kind!r} is not callable "
-            f"(got {type(callback).__name__})"
-        )
+    _validate(plugin, "middleware kind", kind, MIDDLEWARE_KINDS, "middleware", callback)
 
 
 def validate_hook(plugin: str, hook_name: Any, callback: Any) -> None:
-    if not isinstance(hook_name, str) or hook_name not in HOOK_NAMES:
+    """``validate_middleware`` for a hook callback."""
+    _validate(plugin, "hook name", hook_name, HOOK_NAMES, "hook", callback)
+
+
+def _validate(plugin: str, label: str, value: Any, allowed: frozenset[str], role: str,
+              callback: Any) -> None:
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(
-            f"plugin {plugin!r}: unknown hook name {hook_name!r}; "
-            f"expected one of {sorted(HOOK_NAMES)}"
-        )
+            f"plugin {plugin!r}: unknown {label} {value!r}; expected one of {sorted(allowed)}")
     if not callable(callback):
         raise ValueError(
-            f"plugin {plugin!r}: hook callback for {hook_name!r} is not callable "
+            f"plugin {plugin!r}: {role} callback for {value!r} is not callable "
             f"(got {type(callback).__name__})"
         )
 
