@@ -234,7 +234,7 @@ class ToolCalls:
             normalized, status, error = _blocked(blocked), "blocked", None
         else:
             normalized, status, error = self._execute(
-                mw[c.TOOL_EXECUTION], call, execute, parsed, original, effective, mkw)
+                mw, call, execute, parsed, original, effective, mkw, obs, failures)
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if post_hooked:
@@ -248,17 +248,19 @@ class ToolCalls:
             raise error
         return transformed if transformed is not None else model_result
 
-    def _execute(self, layers: tuple[Layer, ...], call: c.CallInfo,
+    def _execute(self, mw: dict[str, tuple[Layer, ...]], call: c.CallInfo,
                  execute: Callable[[Any], Any], parsed: Any, original: Any, effective: Any,
-                 mkw: dict[str, Any]) -> tuple[NormalizedToolResult, str, BaseException | None]:
+                 mkw: dict[str, Any], obs: PipelineObserver | None, failures: FailureLog
+                 ) -> tuple[NormalizedToolResult, str, BaseException | None]:
         """The ``tool_execution`` chain around the tool, normalized (see ``_outcome``)."""
         elapsed = [0.0]  # execution_time_ms: the base call only
         terminal = timed_terminal_for(execute, parsed, original, elapsed)
+        layers = mw[c.TOOL_EXECUTION]
         try:
             if layers:
                 mkw["original_args"] = original
-                raw = run_execution(layers, call, "args", effective, mkw, terminal,
-                                    self.observer, self.failures)
+                raw = run_execution(layers, call, "args", effective, mkw, terminal, obs,
+                                    failures)
             else:
                 raw = terminal(effective)
         except Exception as exc:
@@ -333,7 +335,7 @@ class ToolCalls:
             normalized, status, error = _blocked(blocked), "blocked", None
         else:
             normalized, status, error = await self._aexecute(
-                mw[c.TOOL_EXECUTION], call, execute, parsed, original, effective, mkw)
+                mw, call, execute, parsed, original, effective, mkw, obs, failures)
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if post_hooked:
@@ -348,17 +350,19 @@ class ToolCalls:
             raise error
         return transformed if transformed is not None else model_result
 
-    async def _aexecute(self, layers: tuple[Layer, ...], call: c.CallInfo,
+    async def _aexecute(self, mw: dict[str, tuple[Layer, ...]], call: c.CallInfo,
                         execute: Callable[[Any], Any], parsed: Any, original: Any,
-                        effective: Any, mkw: dict[str, Any]
+                        effective: Any, mkw: dict[str, Any], obs: PipelineObserver | None,
+                        failures: FailureLog
                         ) -> tuple[NormalizedToolResult, str, BaseException | None]:
         elapsed = [0.0]
         terminal = atimed_terminal_for(execute, parsed, original, elapsed)
+        layers = mw[c.TOOL_EXECUTION]
         try:
             if layers:
                 mkw["original_args"] = original
                 raw = await arun_execution(layers, call, "args", effective, mkw, terminal,
-                                           self.observer, self.failures)
+                                           obs, failures)
             else:
                 raw = await terminal(effective)
         except Exception as exc:
