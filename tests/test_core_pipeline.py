@@ -450,8 +450,9 @@ def test_a_callback_mutating_its_kwargs_changes_nothing_another_stage_sees(
     p = Pipeline()
     seen: dict[str, list[tuple[str, set[str], Any]]] = {}
     llm_kinds, tool_kinds = ["llm_request", "llm_execution"], ["tool_request", "tool_execution"]
-    register_vandals(p, [*llm_kinds, *tool_kinds], [*LLM_HOOKS[:2], *TOOL_HOOKS]
-                     if with_hooks else [], seen)
+    # Every hook point that fires on a call that succeeds.
+    hooks = ["pre_api_request", "post_api_request", *TOOL_HOOKS] if with_hooks else []
+    register_vandals(p, [*llm_kinds, *tool_kinds], hooks, seen)
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     args = {"q": "x", "filters": ["a"]}
     request_before, args_before = copy.deepcopy(request), copy.deepcopy(args)
@@ -474,8 +475,7 @@ def test_a_callback_mutating_its_kwargs_changes_nothing_another_stage_sees(
                 asyncio.run(both())
 
     in_fresh_context(scenario)
-    assert sorted(seen) == sorted([*llm_kinds, *tool_kinds,
-                                   *([*LLM_HOOKS[:2], *TOOL_HOOKS] if with_hooks else [])])
+    assert sorted(seen) == sorted([*llm_kinds, *tool_kinds, *hooks])
     for label, records in seen.items():
         assert [who for who, _, _ in records] == ["vandal", "witness"], label
         for who, keys, payload in records:
