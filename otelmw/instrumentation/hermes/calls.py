@@ -52,7 +52,7 @@ def llm_call(request: Any, context: dict[str, Any]) -> c.CallInfo:
     model = request.get("model") if isinstance(request, dict) else None
     host, port = server_of(text(context.get("base_url")))
     return c.CallInfo(
-        "chat",
+        operation="chat",
         session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id,
         turn_id=rc.turn_id,
@@ -71,7 +71,7 @@ def tool_call(tool_name: Any, context: dict[str, Any]) -> c.CallInfo:
     """The ``execute_tool`` call of one tool call (``tool_call_id``)."""
     rc = c.current_runtime_context()
     return c.CallInfo(
-        "execute_tool",
+        operation="execute_tool",
         session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id,
         turn_id=rc.turn_id,
@@ -263,6 +263,6 @@ def call_of(name: str, context: dict[str, Any]) -> OpenedCall:
             calls is not None and text(context.get("tool_call_id"))) else None
         return found or OpenedCall(tool_call(context.get("tool_name"), context), None)
     return OpenedCall(c.CallInfo(
-        "invoke_agent", session_id=rc.session_id or text(context.get("session_id")),
+        operation="invoke_agent", session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id, turn_id=rc.turn_id,
         runtime_id=rc.runtime_id, agent_name=rc.agent_name), None)

@@ -30,7 +30,8 @@ def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> 
     tool = tool if isinstance(tool, str) and tool else None
     model = model if isinstance(model, str) else None
     op = "execute_tool" if tool else "chat" if "llm" in name or model else "invoke_agent"
-    call = c.CallInfo(op, rc.session_id, rc.task_id, rc.turn_id, model=model, tool_name=tool,
+    call = c.CallInfo(operation=op, session_id=rc.session_id, task_id=rc.task_id,
+                      turn_id=rc.turn_id, model=model, tool_name=tool,
                       runtime_id=rc.runtime_id,
                       agent_name=agent if isinstance(agent, str) else rc.agent_name)
     payload: dict[str, Any] = {}
