@@ -48,6 +48,12 @@ class ScriptedReply:
     error_message: str = "scripted error"
     retry_after: float | None = None
     delay: float = 0.0  # seconds to wait before answering
+    # Prompt-cache usage reported with the answer (part of the input tokens): OpenAI chat
+    # ``prompt_tokens_details.cached_tokens``; Anthropic ``cache_read_input_tokens`` /
+    # ``cache_creation_input_tokens`` (reported beside ``input_tokens``).
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    finish_reason: str | None = None  # the wire's own stop/finish reason, overriding the default
 
 
 @dataclass
@@ -231,7 +237,7 @@ class _Turn:
     def __init__(
         self, llm: ScriptedLLMServer, body: dict[str, Any], reply: ScriptedReply, usage: Any
     ) -> None:
-        self.llm, self.body, self.text = llm, body, reply.text or ""
+        self.llm, self.body, self.text, self.reply = llm, body, reply.text or "", reply
         self.model = str(body.get("model") or llm.models[0])
         self.inp, self.out = usage["input_tokens"], usage["output_tokens"]
         self.id, self.created = llm._new_id(self.prefix), int(time.time())
@@ -247,9 +253,13 @@ class _Turn:
 class _ChatAPI(_Turn):
     prefix = "chatcmpl-"
 
-    def _usage(self) -> dict[str, int]:
+    def _usage(self) -> dict[str, Any]:
         total = self.inp + self.out
-        return {"prompt_tokens": self.inp, "completion_tokens": self.out, "total_tokens": total}
+        usage: dict[str, Any] = {"prompt_tokens": self.inp, "completion_tokens": self.out,
+                                 "total_tokens": total}
+        if self.reply.cache_read_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.reply.cache_read_tokens}
+        return usage
 
     def _base(self, obj: str) -> dict[str, Any]:
         base = {"id": self.id, "object": obj, "created": self.created, "model": self.model}
@@ -262,7 +272,7 @@ class _ChatAPI(_Turn):
                 {"id": c, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                 for c, n, a in self.calls
             ]
-        finish = "tool_calls" if self.calls else "stop"
+        finish = self.reply.finish_reason or ("tool_calls" if self.calls else "stop")
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         return self._base("chat.completion") | {"choices": [choice], "usage": self._usage()}
 
@@ -355,7 +365,8 @@ class _MessagesAPI(_Turn):
 
     def _message(self, content: list[Any], stop: str | None, out_tokens: int) -> dict[str, Any]:
         usage = {"input_tokens": self.inp, "output_tokens": out_tokens}
-        usage |= {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage |= {"cache_creation_input_tokens": self.reply.cache_creation_tokens,
+                  "cache_read_input_tokens": self.reply.cache_read_tokens}
         msg = {"id": self.id, "type": "message", "role": "assistant", "model": self.model}
         msg |= {"content": content, "stop_reason": stop, "stop_sequence": None}
         return msg | {"usage": usage}
@@ -366,7 +377,8 @@ class _MessagesAPI(_Turn):
         return blocks + uses
 
     def json(self) -> dict[str, Any]:
-        return self._message(self._blocks(), "tool_use" if self.calls else "end_turn", self.out)
+        stop = self.reply.finish_reason or ("tool_use" if self.calls else "end_turn")
+        return self._message(self._blocks(), stop, self.out)
 
     def events(self) -> Iterator[Event]:
         def ev(kind: str, **data: Any) -> Event:
