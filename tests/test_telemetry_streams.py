@@ -306,7 +306,7 @@ def test_sync_stream_anthropic_events(h: TelemetryHarness, kind: str) -> None:
     attrs = assert_ended_once(h, "exhausted").attributes
     assert attrs["gen_ai.response.id"] == "msg_s1"
     assert attrs["gen_ai.response.model"] == "claude-test-1"
-    assert attrs["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attrs["gen_ai.response.finish_reasons"] == ("stop",)  # end_turn, mapped
     assert attrs["gen_ai.usage.input_tokens"] == 25
     assert attrs["gen_ai.usage.output_tokens"] == 15
 
@@ -452,7 +452,7 @@ def test_async_stream_anthropic_events(h: TelemetryHarness, kind: str) -> None:
     assert len(asyncio.run(main())) == len(anthropic_events())
     attrs = assert_ended_once(h, "exhausted").attributes
     assert attrs["gen_ai.response.id"] == "msg_s1"
-    assert attrs["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attrs["gen_ai.response.finish_reasons"] == ("stop",)  # end_turn, mapped
     assert attrs["gen_ai.usage.input_tokens"] == 25
     assert attrs["gen_ai.usage.output_tokens"] == 15
 

@@ -28,6 +28,17 @@ def _int(value: Any) -> int | None:
     return None
 
 
+# Anthropic ``stop_reason`` → the conventions' finish reason, as the official
+# OpenTelemetry Anthropic instrumentation maps it; other values pass through.
+ANTHROPIC_FINISH_REASONS: dict[str, str] = {
+    "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
+
+
+def anthropic_finish_reason(stop_reason: Any) -> Any:
+    return ANTHROPIC_FINISH_REASONS.get(stop_reason, stop_reason) if isinstance(
+        stop_reason, str) else stop_reason
+
+
 @dataclass(slots=True)
 class ResponseFacts:
     """What a chat span records from a response (or accumulates from a stream)."""
@@ -37,6 +48,12 @@ class ResponseFacts:
     finish_reasons: list[str] = field(default_factory=list)
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # Prompt-cache tokens, part of ``input_tokens`` (the conventions' rule).
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    # OpenAI: the tier that served the request, the backend configuration.
+    service_tier: str | None = None
+    system_fingerprint: str | None = None
     chunks: int = 0
 
     def add_usage(self, usage: Any) -> None:
@@ -48,8 +65,11 @@ class ResponseFacts:
         if inp is None:
             inp = _int(get(usage, "input_tokens"))
             if inp is not None:
-                for extra in ("cache_read_input_tokens", "cache_creation_input_tokens"):
-                    inp += _int(get(usage, extra)) or 0
+                read = _int(get(usage, "cache_read_input_tokens"))
+                created = _int(get(usage, "cache_creation_input_tokens"))
+                inp += (read or 0) + (created or 0)
+                if read is not None or created is not None:
+                    self.cache_read_tokens, self.cache_creation_tokens = read, created
         out = _int(get(usage, "completion_tokens"))
         if out is None:
             out = _int(get(usage, "output_tokens"))
@@ -57,6 +77,15 @@ class ResponseFacts:
             self.input_tokens = inp
         if out is not None:
             self.output_tokens = out
+        # OpenAI: cached tokens are counted inside the prompt tokens already.
+        details = get(usage, "prompt_tokens_details") or get(usage, "input_tokens_details")
+        if details is not None:
+            self.add_openai_cache(details)
+
+    def add_openai_cache(self, details: Any) -> None:
+        cached = _int(get(details, "cached_tokens"))
+        if cached is not None:
+            self.cache_read_tokens = cached
 
     def add_finish(self, reason: Any) -> None:
         if isinstance(reason, str) and reason:
@@ -67,11 +96,18 @@ class ResponseFacts:
         if type(obj).__name__ == "ChatCompletion":  # OpenAI fast path (pydantic getattr)
             try:
                 self.response_id, self.model = obj.id, obj.model
-                self.finish_reasons = [c.finish_reason for c in obj.choices if c.finish_reason]
+                # A choice without a reason counts as "error" (the official OpenAI
+                # instrumentation's rule), so the list has one reason per choice.
+                self.finish_reasons = [c.finish_reason or "error" for c in obj.choices]
+                self.service_tier, self.system_fingerprint = (obj.service_tier,
+                                                              obj.system_fingerprint)
                 u = obj.usage
                 if u is not None:
                     self.input_tokens = _int(u.prompt_tokens)
                     self.output_tokens = _int(u.completion_tokens)
+                    details = u.prompt_tokens_details
+                    if details is not None:
+                        self.add_openai_cache(details)
                 return
             except AttributeError:
                 pass
@@ -81,12 +117,18 @@ class ResponseFacts:
         model = get(obj, "model")
         if isinstance(model, str):
             self.model = model
+        tier = get(obj, "service_tier")
+        if isinstance(tier, str):
+            self.service_tier = tier
         choices = get(obj, "choices")
         if isinstance(choices, list | tuple):
+            fingerprint = get(obj, "system_fingerprint")
+            if isinstance(fingerprint, str):
+                self.system_fingerprint = fingerprint
             for ch in choices:
                 self.add_finish(get(ch, "finish_reason"))
         else:
-            stop = get(obj, "stop_reason")  # Anthropic
+            stop = anthropic_finish_reason(get(obj, "stop_reason"))
             if stop is None and get(obj, "object") == "response":
                 stop = get(obj, "status")  # Responses API
             self.add_finish(stop if stop is not None else get(obj, "finish_reason"))
@@ -118,7 +160,7 @@ class ResponseFacts:
             self.model = get(msg, "model") or self.model
             self.add_usage(get(msg, "usage"))
         elif etype == "message_delta":
-            self.add_finish(get(get(event, "delta"), "stop_reason"))
+            self.add_finish(anthropic_finish_reason(get(get(event, "delta"), "stop_reason")))
             usage = get(event, "usage")
             out = _int(get(usage, "output_tokens"))
             if out is not None:

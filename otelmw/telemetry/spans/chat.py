@@ -20,10 +20,72 @@ from ..values import otlp_number, port_number
 from .model_call import ModelCallSpans
 from .operation import OpState, perf_counter
 
-# Request parameters the span records (from the effective request, at its end).
+# Numeric request parameters the span records (from the effective request, at its
+# end), by the request key of OpenAI chat/Responses and Anthropic messages.
 _REQUEST_PARAMS = (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
                    ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
-                   ("stream", a.GEN_AI_REQUEST_STREAM))
+                   ("stream", a.GEN_AI_REQUEST_STREAM),
+                   ("top_p", a.GEN_AI_REQUEST_TOP_P),
+                   ("top_k", a.GEN_AI_REQUEST_TOP_K),
+                   ("frequency_penalty", a.GEN_AI_REQUEST_FREQUENCY_PENALTY),
+                   ("presence_penalty", a.GEN_AI_REQUEST_PRESENCE_PENALTY),
+                   ("seed", a.GEN_AI_REQUEST_SEED))
+_MAX_STOP_SEQUENCES = 16
+# OpenAI ``response_format`` / Responses ``text.format`` type → ``gen_ai.output.type``
+# (the official OpenAI instrumentation's mapping: a JSON schema or object is ``json``,
+# any other type, ``text`` first, is named as it is).
+_JSON_FORMATS = ("json_schema", "json_object")
+
+
+def request_attributes(request: dict[str, Any], attrs: dict[str, Any]) -> None:
+    """The request parameters of the GenAI conventions that ``request`` sets, into
+    ``attrs`` (parameters, not content: recorded whatever the capture mode)."""
+    # Parameters the SDK signature lacks travel in ``extra_body`` (Anthropic 2.x:
+    # temperature, top_p, top_k); they are sent all the same.
+    extra = request.get("extra_body")
+    if isinstance(extra, dict) and extra:
+        request = {**extra, **{k: v for k, v in request.items() if v is not None}}
+    for key, attr in _REQUEST_PARAMS:
+        v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
+        if v is not None:
+            attrs[attr] = v
+    # OpenAI's newer name for max_tokens wins over it, as the official instrumentation reads it.
+    v = otlp_number(request.get("max_completion_tokens"))
+    if v is not None:
+        attrs[a.GEN_AI_REQUEST_MAX_TOKENS] = v
+    stop = request.get("stop")  # OpenAI: a str or a list
+    if stop is None:
+        stop = request.get("stop_sequences")  # Anthropic
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(stop, list | tuple):
+        sequences = [_c(x, 64) for x in stop[:_MAX_STOP_SEQUENCES] if isinstance(x, str)]
+        if sequences:
+            attrs[a.GEN_AI_REQUEST_STOP_SEQUENCES] = sequences
+    n = request.get("n")  # the default (1) is not recorded
+    if type(n) is int and n != 1 and otlp_number(n) is not None:
+        attrs[a.GEN_AI_REQUEST_CHOICE_COUNT] = n
+    output_type = _output_type(request)
+    if output_type:
+        attrs[a.GEN_AI_OUTPUT_TYPE] = output_type
+    tier = request.get("service_tier")
+    if isinstance(tier, str) and tier and tier != "auto":
+        attrs[a.OPENAI_REQUEST_SERVICE_TIER] = _c(tier, 64)
+
+
+def _output_type(request: dict[str, Any]) -> str | None:
+    fmt = request.get("response_format")
+    if fmt is None:
+        text = request.get("text")  # Responses API: text={"format": {...}}
+        fmt = text.get("format") if isinstance(text, dict) else None
+    if fmt is None:
+        return None
+    if isinstance(fmt, type):  # a model class (``parse``): a JSON answer
+        return "json"
+    kind = fmt.get("type") if isinstance(fmt, dict) else fmt
+    if not isinstance(kind, str) or not kind:
+        return None
+    return "json" if kind in _JSON_FORMATS else _c(kind, 64)
 
 
 class EnrichStream:
@@ -144,16 +206,21 @@ class ChatSpans(ModelCallSpans):
                 facts.input_tokens = inner.input_tokens
             if inner.output_tokens is not None:
                 facts.output_tokens = inner.output_tokens
+            if inner.cache_read_tokens is not None or inner.cache_creation_tokens is not None:
+                facts.cache_read_tokens = inner.cache_read_tokens
+                facts.cache_creation_tokens = inner.cache_creation_tokens
+            facts.service_tier = inner.service_tier or facts.service_tier
+            facts.system_fingerprint = inner.system_fingerprint or facts.system_fingerprint
         span, duration = op.span, perf_counter() - op.start
         response_model = self.response_model(op, facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}
             request = op.request
             if isinstance(request, dict):  # the effective request (see request_rewritten)
-                for key, attr in _REQUEST_PARAMS:
-                    v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
-                    if v is not None:
-                        attrs[attr] = v
+                try:  # a hostile request value must not keep the span from ending
+                    request_attributes(request, attrs)
+                except Exception as exc:
+                    self.signals.internal_failure("request_attributes", exc)
             if facts.response_id:
                 attrs[a.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
             if response_model:
@@ -165,6 +232,15 @@ class ChatSpans(ModelCallSpans):
                 attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
             if facts.output_tokens is not None:
                 attrs[a.GEN_AI_USAGE_OUTPUT_TOKENS] = facts.output_tokens
+            # A zero cache count is left out, as the official instrumentations do.
+            if facts.cache_read_tokens:
+                attrs[a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = facts.cache_read_tokens
+            if facts.cache_creation_tokens:
+                attrs[a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = facts.cache_creation_tokens
+            if facts.service_tier:
+                attrs[a.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
+            if facts.system_fingerprint:
+                attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             span.set_attributes(attrs)

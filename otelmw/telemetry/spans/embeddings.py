@@ -33,8 +33,10 @@ class EmbeddingsSpans(ModelCallSpans):
                 fmt = request.get("encoding_format")
                 if isinstance(fmt, str) and fmt:
                     attrs[a.GEN_AI_REQUEST_ENCODING_FORMATS] = [_c(fmt, 64)]
+                # The returned vectors' length wins over the asked ``dimensions``
+                # (the official OpenAI instrumentation's order): it is what came back.
                 asked = otlp_number(request.get("dimensions"))
-                if type(asked) is int and asked > 0:
+                if dimensions is None and type(asked) is int and asked > 0:
                     dimensions = asked
             if dimensions is not None:
                 attrs[a.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
