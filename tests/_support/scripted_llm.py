@@ -53,6 +53,7 @@ class ScriptedReply:
     # ``cache_creation_input_tokens`` (reported beside ``input_tokens``).
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0  # OpenAI chat: completion_tokens_details.reasoning_tokens
     finish_reason: str | None = None  # the wire's own stop/finish reason, overriding the default
 
 
@@ -259,6 +260,8 @@ class _ChatAPI(_Turn):
                                  "total_tokens": total}
         if self.reply.cache_read_tokens:
             usage["prompt_tokens_details"] = {"cached_tokens": self.reply.cache_read_tokens}
+        if self.reply.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reply.reasoning_tokens}
         return usage
 
     def _base(self, obj: str) -> dict[str, Any]:
