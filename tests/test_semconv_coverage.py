@@ -286,16 +286,18 @@ def test_openai_embeddings(openai_sdk: TelemetryHarness, server: ScriptedLLMServ
 
 
 @pytest.mark.host("openai")
-def test_openai_cached_prompt_tokens(openai_sdk: TelemetryHarness,
+def test_openai_cached_and_reasoning_tokens(openai_sdk: TelemetryHarness,
                                      server: ScriptedLLMServer) -> None:
-    server.push(ScriptedReply(text="cached", cache_read_tokens=3))
+    server.push(ScriptedReply(text="cached", cache_read_tokens=3, reasoning_tokens=2))
     response = openai_client(server).chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "a long shared prefix"}])
     (span,) = model_spans(openai_sdk, a.OP_CHAT)
     assert span.attributes is not None
     assert span.attributes[a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 3
+    assert span.attributes[a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == 2
     # OpenAI counts cached tokens inside prompt_tokens already: nothing is added.
     assert span.attributes[a.GEN_AI_USAGE_INPUT_TOKENS] == response.usage.prompt_tokens
+    assert span.attributes[a.GEN_AI_USAGE_OUTPUT_TOKENS] == response.usage.completion_tokens
 
 
 @pytest.mark.host("openai")
@@ -435,7 +437,8 @@ def test_coverage_is_the_same_with_content_capture_on(server: ScriptedLLMServer)
         server.push(cached_answer())
         with Instrumented(harness, AnthropicInstrumentor()):
             anthropic_client(server).messages.create(
-                model="claude-sonnet-4-20250514", max_tokens=10, **sampling(top_k=3),
+                model="claude-sonnet-4-20250514", max_tokens=10, service_tier="standard_only",
+                **sampling(top_k=3),
                 messages=[{"role": "user", "content": "x"}])
         chat_openai, chat_anthropic = (dict(s.attributes or {})
                                        for s in model_spans(harness, a.OP_CHAT))
@@ -444,6 +447,7 @@ def test_coverage_is_the_same_with_content_capture_on(server: ScriptedLLMServer)
         assert chat_openai[a.GEN_AI_REQUEST_MAX_TOKENS] == 7  # OpenAI's newer name for it
         assert chat_anthropic[a.GEN_AI_REQUEST_TOP_K] == 3
         assert chat_anthropic[a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] == 5
+        assert not [k for k in chat_anthropic if k.startswith("openai.")]  # service_tier sent
         harness.assert_clean()
     finally:
         harness.close()

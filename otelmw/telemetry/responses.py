@@ -51,6 +51,7 @@ class ResponseFacts:
     # Prompt-cache tokens, part of ``input_tokens`` (the conventions' rule).
     cache_read_tokens: int | None = None
     cache_creation_tokens: int | None = None
+    reasoning_tokens: int | None = None  # OpenAI: part of the output tokens
     # OpenAI: the tier that served the request, the backend configuration.
     service_tier: str | None = None
     system_fingerprint: str | None = None
@@ -77,15 +78,24 @@ class ResponseFacts:
             self.input_tokens = inp
         if out is not None:
             self.output_tokens = out
-        # OpenAI: cached tokens are counted inside the prompt tokens already.
+        # OpenAI: cached tokens are counted inside the prompt tokens already, reasoning
+        # tokens inside the completion tokens.
         details = get(usage, "prompt_tokens_details") or get(usage, "input_tokens_details")
         if details is not None:
             self.add_openai_cache(details)
+        details = get(usage, "completion_tokens_details") or get(usage, "output_tokens_details")
+        if details is not None:
+            self.add_openai_reasoning(details)
 
     def add_openai_cache(self, details: Any) -> None:
         cached = _int(get(details, "cached_tokens"))
         if cached is not None:
             self.cache_read_tokens = cached
+
+    def add_openai_reasoning(self, details: Any) -> None:
+        reasoning = _int(get(details, "reasoning_tokens"))
+        if reasoning is not None:
+            self.reasoning_tokens = reasoning
 
     def add_finish(self, reason: Any) -> None:
         if isinstance(reason, str) and reason:
@@ -108,6 +118,9 @@ class ResponseFacts:
                     details = u.prompt_tokens_details
                     if details is not None:
                         self.add_openai_cache(details)
+                    details = u.completion_tokens_details
+                    if details is not None:
+                        self.add_openai_reasoning(details)
                 return
             except AttributeError:
                 pass

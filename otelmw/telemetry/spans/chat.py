@@ -37,9 +37,11 @@ _MAX_STOP_SEQUENCES = 16
 _JSON_FORMATS = ("json_schema", "json_object")
 
 
-def request_attributes(request: dict[str, Any], attrs: dict[str, Any]) -> None:
+def request_attributes(request: dict[str, Any], attrs: dict[str, Any],
+                       provider: str | None) -> None:
     """The request parameters of the GenAI conventions that ``request`` sets, into
-    ``attrs`` (parameters, not content: recorded whatever the capture mode)."""
+    ``attrs`` (parameters, not content: recorded whatever the capture mode); the
+    ``openai.*`` ones for the ``openai`` provider only."""
     # Parameters the SDK signature lacks travel in ``extra_body`` (Anthropic 2.x:
     # temperature, top_p, top_k); they are sent all the same.
     extra = request.get("extra_body")
@@ -68,7 +70,7 @@ def request_attributes(request: dict[str, Any], attrs: dict[str, Any]) -> None:
     output_type = _output_type(request)
     if output_type:
         attrs[a.GEN_AI_OUTPUT_TYPE] = output_type
-    tier = request.get("service_tier")
+    tier = request.get("service_tier") if provider == "openai" else None
     if isinstance(tier, str) and tier and tier != "auto":
         attrs[a.OPENAI_REQUEST_SERVICE_TIER] = _c(tier, 64)
 
@@ -209,6 +211,8 @@ class ChatSpans(ModelCallSpans):
             if inner.cache_read_tokens is not None or inner.cache_creation_tokens is not None:
                 facts.cache_read_tokens = inner.cache_read_tokens
                 facts.cache_creation_tokens = inner.cache_creation_tokens
+            if inner.reasoning_tokens is not None:
+                facts.reasoning_tokens = inner.reasoning_tokens
             facts.service_tier = inner.service_tier or facts.service_tier
             facts.system_fingerprint = inner.system_fingerprint or facts.system_fingerprint
         span, duration = op.span, perf_counter() - op.start
@@ -218,7 +222,7 @@ class ChatSpans(ModelCallSpans):
             request = op.request
             if isinstance(request, dict):  # the effective request (see request_rewritten)
                 try:  # a hostile request value must not keep the span from ending
-                    request_attributes(request, attrs)
+                    request_attributes(request, attrs, call.provider)
                 except Exception as exc:
                     self.signals.internal_failure("request_attributes", exc)
             if facts.response_id:
@@ -237,10 +241,13 @@ class ChatSpans(ModelCallSpans):
                 attrs[a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = facts.cache_read_tokens
             if facts.cache_creation_tokens:
                 attrs[a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = facts.cache_creation_tokens
-            if facts.service_tier:
-                attrs[a.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
-            if facts.system_fingerprint:
-                attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
+            if facts.reasoning_tokens:
+                attrs[a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = facts.reasoning_tokens
+            if call.provider == "openai":
+                if facts.service_tier:
+                    attrs[a.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
+                if facts.system_fingerprint:
+                    attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             span.set_attributes(attrs)
