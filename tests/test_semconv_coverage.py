@@ -33,6 +33,7 @@ from otelmw.instrumentation.openai import OpenAIInstrumentor
 from otelmw.telemetry import attributes as a
 from otelmw.telemetry.content import SPAN_AND_EVENT
 from otelmw.telemetry.responses import ResponseFacts
+from otelmw.telemetry.spans.chat import request_attributes
 
 DATA = Path(__file__).resolve().parent / "data" / "conformance"
 CHAT_SPAN, EMBEDDINGS_SPAN = "gen_ai.inference.client", "gen_ai.embeddings.client"
@@ -451,3 +452,30 @@ def test_coverage_is_the_same_with_content_capture_on(server: ScriptedLLMServer)
         harness.assert_clean()
     finally:
         harness.close()
+
+
+# ------------------------------------------- the request parameters, one at a time
+
+@pytest.mark.parametrize(("request_params", "provider", "expected"), [
+    ({"stop": "END"}, "openai", {a.GEN_AI_REQUEST_STOP_SEQUENCES: ["END"]}),
+    ({"stop_sequences": ["a", "b"]}, "anthropic", {a.GEN_AI_REQUEST_STOP_SEQUENCES: ["a", "b"]}),
+    ({"n": 3}, "openai", {a.GEN_AI_REQUEST_CHOICE_COUNT: 3}),
+    ({"n": 1}, "openai", {}),
+    ({"response_format": {"type": "json_object"}}, "openai", {a.GEN_AI_OUTPUT_TYPE: "json"}),
+    ({"response_format": dict}, "openai", {a.GEN_AI_OUTPUT_TYPE: "json"}),  # parse(model)
+    ({"text": {"format": {"type": "json_schema"}}}, "openai", {a.GEN_AI_OUTPUT_TYPE: "json"}),
+    ({"text": {"format": {"type": "text"}}}, "openai", {a.GEN_AI_OUTPUT_TYPE: "text"}),
+    ({"service_tier": "flex"}, "openai", {a.OPENAI_REQUEST_SERVICE_TIER: "flex"}),
+    ({"service_tier": "auto"}, "openai", {}),
+    ({"service_tier": "standard_only"}, "anthropic", {}),
+    ({"max_completion_tokens": 9, "max_tokens": 5}, "openai", {a.GEN_AI_REQUEST_MAX_TOKENS: 9}),
+    ({"extra_body": {"top_k": 4, "temperature": 1.0}, "temperature": 0.2}, "anthropic",
+     {a.GEN_AI_REQUEST_TOP_K: 4, a.GEN_AI_REQUEST_TEMPERATURE: 0.2}),  # the request's own win
+])
+def test_each_shaped_request_parameter_is_read_alone(
+        request_params: dict[str, Any], provider: str, expected: dict[str, Any]) -> None:
+    """Each key read after the one pass over the request is read when it is the only
+    one (the pass notices it), and means what the official instrumentations read."""
+    attrs: dict[str, Any] = {}
+    request_attributes({"model": "m", "messages": [], **request_params}, attrs, provider)
+    assert attrs == expected

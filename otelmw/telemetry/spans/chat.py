@@ -22,14 +22,17 @@ from .operation import OpState, perf_counter
 
 # Numeric request parameters the span records (from the effective request, at its
 # end), by the request key of OpenAI chat/Responses and Anthropic messages.
-_REQUEST_PARAMS = (("temperature", a.GEN_AI_REQUEST_TEMPERATURE),
-                   ("max_tokens", a.GEN_AI_REQUEST_MAX_TOKENS),
-                   ("stream", a.GEN_AI_REQUEST_STREAM),
-                   ("top_p", a.GEN_AI_REQUEST_TOP_P),
-                   ("top_k", a.GEN_AI_REQUEST_TOP_K),
-                   ("frequency_penalty", a.GEN_AI_REQUEST_FREQUENCY_PENALTY),
-                   ("presence_penalty", a.GEN_AI_REQUEST_PRESENCE_PENALTY),
-                   ("seed", a.GEN_AI_REQUEST_SEED))
+_REQUEST_PARAMS = {"temperature": a.GEN_AI_REQUEST_TEMPERATURE,
+                   "max_tokens": a.GEN_AI_REQUEST_MAX_TOKENS,
+                   "stream": a.GEN_AI_REQUEST_STREAM,
+                   "top_p": a.GEN_AI_REQUEST_TOP_P,
+                   "top_k": a.GEN_AI_REQUEST_TOP_K,
+                   "frequency_penalty": a.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+                   "presence_penalty": a.GEN_AI_REQUEST_PRESENCE_PENALTY,
+                   "seed": a.GEN_AI_REQUEST_SEED}
+# Request keys read by ``_shaped_request_attributes`` (rarely set: looked at only then).
+_SHAPED_KEYS = frozenset({"stop", "stop_sequences", "n", "response_format", "text",
+                          "service_tier", "max_completion_tokens", "extra_body"})
 _MAX_STOP_SEQUENCES = 16
 # OpenAI ``response_format`` / Responses ``text.format`` type → ``gen_ai.output.type``
 # (the official OpenAI instrumentation's mapping: a JSON schema or object is ``json``,
@@ -41,16 +44,34 @@ def request_attributes(request: dict[str, Any], attrs: dict[str, Any],
                        provider: str | None) -> None:
     """The request parameters of the GenAI conventions that ``request`` sets, into
     ``attrs`` (parameters, not content: recorded whatever the capture mode); the
-    ``openai.*`` ones for the ``openai`` provider only."""
+    ``openai.*`` ones for the ``openai`` provider only. One pass over the request's
+    keys (a few): this runs for every chat span."""
+    shaped = False
+    for key, value in request.items():
+        attr = _REQUEST_PARAMS.get(key)
+        if attr is not None:
+            v = otlp_number(value)  # max_tokens=2**70: not exportable
+            if v is not None:
+                attrs[attr] = v
+        elif key in _SHAPED_KEYS:
+            shaped = True
+    if shaped:
+        _shaped_request_attributes(request, attrs, provider)
+
+
+def _shaped_request_attributes(request: dict[str, Any], attrs: dict[str, Any],
+                               provider: str | None) -> None:
     # Parameters the SDK signature lacks travel in ``extra_body`` (Anthropic 2.x:
-    # temperature, top_p, top_k); they are sent all the same.
+    # temperature, top_p, top_k); they are sent all the same. The request's own win.
     extra = request.get("extra_body")
     if isinstance(extra, dict) and extra:
+        for key, value in extra.items():
+            attr = _REQUEST_PARAMS.get(key) if isinstance(key, str) else None
+            if attr is not None and attr not in attrs:
+                v = otlp_number(value)
+                if v is not None:
+                    attrs[attr] = v
         request = {**extra, **{k: v for k, v in request.items() if v is not None}}
-    for key, attr in _REQUEST_PARAMS:
-        v = otlp_number(request.get(key))  # max_tokens=2**70: not exportable
-        if v is not None:
-            attrs[attr] = v
     # OpenAI's newer name for max_tokens wins over it, as the official instrumentation reads it.
     v = otlp_number(request.get("max_completion_tokens"))
     if v is not None:
