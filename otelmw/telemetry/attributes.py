@@ -11,6 +11,7 @@ from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
 from opentelemetry.semconv._incubating.attributes import openai_attributes as oai
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 
 GEN_AI_OPERATION_NAME: Final = g.GEN_AI_OPERATION_NAME
@@ -30,6 +31,7 @@ GEN_AI_OUTPUT_TYPE: Final = g.GEN_AI_OUTPUT_TYPE
 GEN_AI_RESPONSE_MODEL: Final = g.GEN_AI_RESPONSE_MODEL
 GEN_AI_RESPONSE_ID: Final = g.GEN_AI_RESPONSE_ID
 GEN_AI_RESPONSE_FINISH_REASONS: Final = g.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = g.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
 GEN_AI_USAGE_INPUT_TOKENS: Final = g.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = g.GEN_AI_USAGE_OUTPUT_TOKENS
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = g.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
@@ -95,6 +97,8 @@ OP_INVOKE_AGENT: Final = "invoke_agent"
 # Metric names.
 M_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 M_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+M_TIME_TO_FIRST_CHUNK: Final = gen_ai_metrics.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK
+M_TIME_PER_OUTPUT_CHUNK: Final = gen_ai_metrics.GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK
 M_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
 M_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
 M_MIDDLEWARE_DURATION: Final = "otelmw.middleware.duration"

@@ -10,7 +10,8 @@ from . import attributes as a
 class Instruments:
     __slots__ = ("agent_duration", "hook_failures", "middleware_duration",
                  "middleware_failures", "normalize_failures", "operation_duration",
-                 "rewrites", "token_usage", "tool_duration", "tool_results")
+                 "rewrites", "time_per_output_chunk", "time_to_first_chunk", "token_usage",
+                 "tool_duration", "tool_results")
 
     def __init__(self, meter: Meter) -> None:
         def histogram(name: str, unit: str, description: str,
@@ -22,6 +23,16 @@ class Instruments:
                                             "GenAI operation duration", a.DURATION_BUCKETS)
         self.token_usage = histogram(a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request",
                                      a.TOKEN_BUCKETS)
+        # Streamed responses, as the GenAI conventions and the official
+        # instrumentations define them (the operation-duration buckets).
+        self.time_to_first_chunk = histogram(
+            a.M_TIME_TO_FIRST_CHUNK, "s",
+            "Time from the request to the first chunk of its response stream",
+            a.DURATION_BUCKETS)
+        self.time_per_output_chunk = histogram(
+            a.M_TIME_PER_OUTPUT_CHUNK, "s",
+            "Time between two chunks of a response stream (one point per chunk after the first)",
+            a.DURATION_BUCKETS)
         self.tool_duration = histogram(a.M_TOOL_DURATION, "s", "Tool call duration",
                                        a.DURATION_BUCKETS)
         self.agent_duration = histogram(a.M_AGENT_DURATION, "s", "Agent turn duration",

@@ -130,16 +130,53 @@ class EnrichStream:
 
 
 class ChatStream(EnrichStream):
-    """Finisher for a streamed chat response: absorbs chunks, ends the span."""
+    """Finisher for a streamed chat response: absorbs chunks, times them, ends the span.
 
-    __slots__ = ("call", "chat", "op")
+    Chunk timing follows the GenAI conventions as the official instrumentations
+    measure it: every chunk the SDK stream yields counts; the first one's delay
+    from the span's start is ``gen_ai.response.time_to_first_chunk`` (span) and one
+    ``gen_ai.client.operation.time_to_first_chunk`` point, each later one's gap from
+    the previous one a ``gen_ai.client.operation.time_per_output_chunk`` point. The
+    points carry the call's metric attributes, with the response model once a chunk
+    has named it (the chunk is absorbed before it is recorded).
+    """
+
+    __slots__ = ("call", "chat", "first_chunk_s", "last_chunk_at", "op")
 
     def __init__(self, chat: ChatSpans, call: CallInfo, op: OpState) -> None:
         super().__init__(ResponseFacts())
         self.chat, self.call, self.op = chat, call, op
+        self.first_chunk_s: float | None = None
+        self.last_chunk_at: float | None = None
+
+    def chunk(self, chunk: Any) -> None:
+        arrived = perf_counter()
+        super().chunk(chunk)
+        try:
+            self._record_timing(arrived)
+        except Exception as exc:
+            self.chat.signals.internal_failure("stream_chunk", exc)
+
+    def _record_timing(self, arrived: float) -> None:
+        op, inst = self.op, self.chat.inst
+        last, self.last_chunk_at = self.last_chunk_at, arrived
+        if a.GEN_AI_RESPONSE_MODEL not in op.attrs and self.facts.model:
+            self.chat.response_model(op, self.facts.model)
+        if last is None:
+            self.first_chunk_s = max(arrived - op.start, 0.0)
+            inst.time_to_first_chunk.record(self.first_chunk_s, op.attrs)
+        else:
+            inst.time_per_output_chunk.record(max(arrived - last, 0.0), op.attrs)
 
     def end(self, ended_by: str, error: BaseException | None = None) -> None:
         try:
+            span = self.op.span
+            if span.is_recording():
+                # A streamed request, whether or not its parameters say so
+                # (``messages.stream()`` takes no ``stream`` argument).
+                span.set_attribute(a.GEN_AI_REQUEST_STREAM, True)
+                if self.first_chunk_s is not None:
+                    span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self.first_chunk_s)
             self.chat.end(self.call, self.op, self.facts, error, ended_by)
         except Exception as exc:
             self.chat.signals.internal_failure("stream_end", exc)
