@@ -231,6 +231,37 @@ def test_a_stream_left_before_its_first_chunk_has_no_time_to_first_chunk(
     assert point_count(sdk, M_DURATION) == 1
 
 
+@pytest.mark.host("openai")
+@pytest.mark.parametrize("host_returns", ["summary", "stream"])
+def test_host_level_chat_span_is_timed_once_by_the_sdk_stream_under_it(
+        sdk: TelemetryHarness, server: ScriptedLLMServer, host_returns: str) -> None:
+    """A host's ``chat`` span over an SDK stream (the SDK layer enriches it, no span
+    of its own): the time to first chunk is the host span's, recorded once, whether
+    the host reads the stream itself or hands it back to its caller."""
+    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+    client = openai_client(server)
+    seen: list[Any] = []
+
+    def host_adapter(request: dict[str, Any]) -> Any:
+        stream = client.chat.completions.create(**request, stream=True)
+        if host_returns == "stream":
+            return stream
+        seen.extend(stream)
+        return {"text": "".join(c.choices[0].delta.content or "" for c in seen if c.choices)}
+
+    result = get_pipeline().run_llm({"model": "gpt-host", "messages": CONFORMANCE_MESSAGES},
+                                    host_adapter, provider="hosty")
+    if host_returns == "stream":
+        seen.extend(result)
+    (span,) = chat_spans(sdk)
+    attrs = span.attributes or {}
+    assert attrs["gen_ai.provider.name"] == "hosty" and attrs["gen_ai.request.stream"] is True
+    duration = (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
+    assert FIRST_CHUNK_DELAY <= attrs[TTFC] <= duration
+    assert point_count(sdk, M_TTFC) == 1
+    assert point_count(sdk, M_PER_CHUNK) == len(seen) - 1
+
+
 # --------------------------------------------------------------- Anthropic
 
 

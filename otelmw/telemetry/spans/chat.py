@@ -111,72 +111,94 @@ def _output_type(request: dict[str, Any]) -> str | None:
     return "json" if kind in _JSON_FORMATS else _c(kind, 64)
 
 
-class EnrichStream:
-    """Feeds a nested layer's stream chunks into the outer call's facts."""
+class ChunkClock:
+    """Times one call's response stream as the GenAI conventions define it and the
+    official instrumentations measure it: every chunk the SDK stream yields counts;
+    the first one's delay from the span's start is ``gen_ai.response.time_to_first_chunk``
+    (span) and one ``gen_ai.client.operation.time_to_first_chunk`` point, each later
+    one's gap from the previous one a ``gen_ai.client.operation.time_per_output_chunk``
+    point. The points carry the call's metric attributes, with the response model
+    once a chunk has named it (a chunk is absorbed before it is timed)."""
 
-    __slots__ = ("facts",)
+    __slots__ = ("chat", "first_chunk_s", "last_chunk_at", "op")
 
-    def __init__(self, facts: ResponseFacts) -> None:
-        self.facts = facts
-
-    def chunk(self, chunk: Any) -> None:
-        try:
-            self.facts.absorb_chunk(chunk)
-        except Exception:
-            pass
-
-    def end(self, ended_by: str, error: BaseException | None = None) -> None:
-        pass
-
-
-class ChatStream(EnrichStream):
-    """Finisher for a streamed chat response: absorbs chunks, times them, ends the span.
-
-    Chunk timing follows the GenAI conventions as the official instrumentations
-    measure it: every chunk the SDK stream yields counts; the first one's delay
-    from the span's start is ``gen_ai.response.time_to_first_chunk`` (span) and one
-    ``gen_ai.client.operation.time_to_first_chunk`` point, each later one's gap from
-    the previous one a ``gen_ai.client.operation.time_per_output_chunk`` point. The
-    points carry the call's metric attributes, with the response model once a chunk
-    has named it (the chunk is absorbed before it is recorded).
-    """
-
-    __slots__ = ("call", "chat", "first_chunk_s", "last_chunk_at", "op")
-
-    def __init__(self, chat: ChatSpans, call: CallInfo, op: OpState) -> None:
-        super().__init__(ResponseFacts())
-        self.chat, self.call, self.op = chat, call, op
+    def __init__(self, chat: ChatSpans, op: OpState) -> None:
+        self.chat, self.op = chat, op
         self.first_chunk_s: float | None = None
         self.last_chunk_at: float | None = None
 
-    def chunk(self, chunk: Any) -> None:
-        arrived = perf_counter()
-        super().chunk(chunk)
-        try:
-            self._record_timing(arrived)
-        except Exception as exc:
-            self.chat.signals.internal_failure("stream_chunk", exc)
-
-    def _record_timing(self, arrived: float) -> None:
+    def tick(self, arrived: float, model: str | None) -> None:
         op, inst = self.op, self.chat.inst
         last, self.last_chunk_at = self.last_chunk_at, arrived
-        if a.GEN_AI_RESPONSE_MODEL not in op.attrs and self.facts.model:
-            self.chat.response_model(op, self.facts.model)
+        if model and a.GEN_AI_RESPONSE_MODEL not in op.attrs:
+            self.chat.response_model(op, model)
         if last is None:
             self.first_chunk_s = max(arrived - op.start, 0.0)
             inst.time_to_first_chunk.record(self.first_chunk_s, op.attrs)
         else:
             inst.time_per_output_chunk.record(max(arrived - last, 0.0), op.attrs)
 
+    def mark(self) -> None:
+        """The streaming facts on the span, while it is open: a streamed request
+        (whether or not its parameters say so: ``messages.stream()`` takes no
+        ``stream`` argument) and the time to its first chunk."""
+        span = self.op.span
+        if span.is_recording():
+            span.set_attribute(a.GEN_AI_REQUEST_STREAM, True)
+            if self.first_chunk_s is not None:
+                span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self.first_chunk_s)
+
+
+class EnrichStream:
+    """Feeds a nested layer's stream chunks into the outer call's facts, and times
+    them for the outer call's span (``clock``)."""
+
+    __slots__ = ("clock", "facts")
+
+    def __init__(self, facts: ResponseFacts, clock: ChunkClock) -> None:
+        self.facts, self.clock = facts, clock
+
+    def chunk(self, chunk: Any) -> None:
+        arrived = perf_counter()
+        facts = self.facts
+        try:
+            facts.absorb_chunk(chunk)
+        except Exception:
+            pass  # a chunk of an unknown shape gives no facts
+        if self._times_chunks():
+            try:
+                self.clock.tick(arrived, facts.model)
+            except Exception as exc:
+                self.clock.chat.signals.internal_failure("stream_chunk", exc)
+
+    def _times_chunks(self) -> bool:
+        return True
+
+    def end(self, ended_by: str, error: BaseException | None = None) -> None:
+        try:  # the outer span ends later, with its own call
+            self.clock.mark()
+        except Exception as exc:
+            self.clock.chat.signals.internal_failure("stream_end", exc)
+
+
+class ChatStream(EnrichStream):
+    """Finisher for a streamed chat response: absorbs chunks, times them
+    (``ChunkClock``), ends the span."""
+
+    __slots__ = ("call", "chat", "op")
+
+    def __init__(self, chat: ChatSpans, call: CallInfo, op: OpState) -> None:
+        super().__init__(ResponseFacts(), ChunkClock(chat, op))
+        self.chat, self.call, self.op = chat, call, op
+
+    def _times_chunks(self) -> bool:
+        # A chunk that came through a nested SDK layer's stream was timed there.
+        inner = self.op.facts
+        return inner is None or not inner.chunks
+
     def end(self, ended_by: str, error: BaseException | None = None) -> None:
         try:
-            span = self.op.span
-            if span.is_recording():
-                # A streamed request, whether or not its parameters say so
-                # (``messages.stream()`` takes no ``stream`` argument).
-                span.set_attribute(a.GEN_AI_REQUEST_STREAM, True)
-                if self.first_chunk_s is not None:
-                    span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self.first_chunk_s)
+            self.clock.mark()
             self.chat.end(self.call, self.op, self.facts, error, ended_by)
         except Exception as exc:
             self.chat.signals.internal_failure("stream_end", exc)
@@ -237,7 +259,7 @@ class ChatSpans(ModelCallSpans):
             if op.facts is None:
                 op.facts = ResponseFacts()
             if is_stream(result):
-                return wrap_stream(result, EnrichStream(op.facts))
+                return wrap_stream(result, EnrichStream(op.facts, ChunkClock(self, op)))
             op.facts.absorb(result)
         except Exception as exc:
             self.signals.internal_failure("call_enriched", exc)
