@@ -449,6 +449,7 @@ def test_chat_attributes_from_openai_dict(h: TelemetryHarness, mode: str) -> Non
         "server.port": 8443,
         "otelmw.api_request.id": "req-fixed",
         "otelmw.api_mode": "chat_completions",
+        "openai.api.type": "chat_completions",  # the conventions' name for the API called
     }
     assert is_unset(span)
 

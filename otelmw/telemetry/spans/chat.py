@@ -32,7 +32,8 @@ _REQUEST_PARAMS = {"temperature": a.GEN_AI_REQUEST_TEMPERATURE,
                    "seed": a.GEN_AI_REQUEST_SEED}
 # Request keys read by ``_shaped_request_attributes`` (rarely set: looked at only then).
 _SHAPED_KEYS = frozenset({"stop", "stop_sequences", "n", "response_format", "text",
-                          "service_tier", "max_completion_tokens", "extra_body"})
+                          "service_tier", "max_completion_tokens", "max_output_tokens",
+                          "extra_body"})
 _MAX_STOP_SEQUENCES = 16
 # OpenAI ``response_format`` / Responses ``text.format`` type → ``gen_ai.output.type``
 # (the official OpenAI instrumentation's mapping: a JSON schema or object is ``json``,
@@ -59,6 +60,11 @@ def request_attributes(request: dict[str, Any], attrs: dict[str, Any],
         _shaped_request_attributes(request, attrs, provider)
 
 
+# otelmw's api_mode → openai.api.type (Hermes calls the Responses API codex_responses).
+_OPENAI_API_TYPES = {"chat_completions": "chat_completions", "responses": "responses",
+                     "codex_responses": "responses"}
+
+
 def _shaped_request_attributes(request: dict[str, Any], attrs: dict[str, Any],
                                provider: str | None) -> None:
     # Parameters the SDK signature lacks travel in ``extra_body`` (Anthropic 2.x:
@@ -72,8 +78,11 @@ def _shaped_request_attributes(request: dict[str, Any], attrs: dict[str, Any],
                 if v is not None:
                     attrs[attr] = v
         request = {**extra, **{k: v for k, v in request.items() if v is not None}}
-    # OpenAI's newer name for max_tokens wins over it, as the official instrumentation reads it.
+    # OpenAI's newer names for max_tokens win over it, as the official instrumentation
+    # reads them (chat completions: max_completion_tokens; Responses: max_output_tokens).
     v = otlp_number(request.get("max_completion_tokens"))
+    if v is None:
+        v = otlp_number(request.get("max_output_tokens"))
     if v is not None:
         attrs[a.GEN_AI_REQUEST_MAX_TOKENS] = v
     stop = request.get("stop")  # OpenAI: a str or a list
@@ -324,6 +333,9 @@ class ChatSpans(ModelCallSpans):
             if facts.reasoning_tokens:
                 attrs[a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = facts.reasoning_tokens
             if call.provider == "openai":
+                api_type = _OPENAI_API_TYPES.get(call.api_mode)  # type: ignore[arg-type]
+                if api_type:
+                    attrs[a.OPENAI_API_TYPE] = api_type
                 if facts.service_tier:
                     attrs[a.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
                 if facts.system_fingerprint:
