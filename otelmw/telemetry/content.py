@@ -7,6 +7,11 @@ characters) truncates each captured value. Before anything is exported the
 redactor (``set_redactor``; ``default_redactor`` masks credential forms) runs over the
 serialized text — and, through ``redact``, over the error messages, status
 descriptions and middleware reasons recorded under every mode.
+
+The GenAI message attributes (``render_messages``, shapes from ``messages``) stay valid
+JSON of the conventions' schemas when they are cut: the redactor runs over each part's
+content, and a value too long is cut *inside* part contents (text, arguments, responses),
+never at the end of the JSON text.
 """
 
 from __future__ import annotations
@@ -14,14 +19,21 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from ..core import settings as cfg
 from .digests import _json_default
+from .messages import BINARY, CONTENT_FIELDS, OPTIONAL
 
 _RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_default)
+# Message attributes: compact, in the schema's key order, strict JSON (no NaN).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                            default=str)
+_dumps = _COMPACT.encode
+MIN_SHARE: Final = 32  # characters of content each message taken is promised
+CUT: Final = "…"  # ends a part content that was cut (inside the content, never after the JSON)
 
 NO_CONTENT: Final = "NO_CONTENT"
 SPAN_ONLY: Final = "SPAN_ONLY"
@@ -187,3 +199,176 @@ class ContentPolicy:
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
             text = text.encode("utf-8", "replace").decode("utf-8")
         return text
+
+    def render_messages(self, items: list[dict[str, Any]], *,
+                        keep_last: bool = False) -> str | None:
+        """One GenAI message attribute (``messages`` shapes: messages, system parts or
+        tool definitions) as JSON of at most ``max_length`` characters, valid against
+        its schema: each part content redacted and, when the whole is too long, cut
+        (every content gets an equal share of what the structure leaves; shorter ones
+        are kept whole). Items whose structure alone does not fit are left out: the
+        oldest (``keep_last``, input messages) or the last. ``None`` when none fits.
+        Never raises; the cost is bounded by ``max_length`` whatever the value."""
+        try:
+            fitted = self.fit_messages(items, keep_last=keep_last)
+            if fitted is None:
+                return None
+            text = _dumps(fitted)
+        except Exception:
+            return None
+        if not text.isascii():  # lone surrogates would make the OTLP batch fail
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        return text
+
+    def fit_messages(self, items: list[dict[str, Any]], *,
+                     keep_last: bool = False) -> list[dict[str, Any]] | None:
+        """``render_messages`` before serialization (the structured form an event
+        carries); modifies the part dicts of ``items`` in place."""
+        limit, cap = self.max_length, self.max_length * 4
+        kept: list[tuple[dict[str, Any], list[_Slot]]] = []
+        size = 2  # the list's brackets
+        reserved = 0  # room kept for the contents of the items taken
+        for item in reversed(items) if keep_last else items:
+            slots = list(_slots(item))
+            for slot in slots:
+                slot.empty()
+            skeleton = len(_dumps(item)) + (1 if kept else 0)
+            for slot in slots:
+                slot.restore()
+            # One more item only while the contents taken keep a readable share each
+            # (a conversation cut to its structure says nothing).
+            need = sum(slot.minimum() for slot in slots)
+            if size + skeleton + reserved + need > limit:
+                break
+            size += skeleton
+            reserved += need
+            kept.append((item, slots))
+        if not kept:
+            return None
+        if keep_last:
+            kept.reverse()
+        slots = [slot for _, item_slots in kept for slot in item_slots]
+        for slot in slots:
+            slot.redact(cap)
+        share = _share([slot.extra for slot in slots], limit - size)
+        if share is not None:
+            for slot in slots:
+                if slot.extra > share:
+                    slot.cut(share)
+        return [item for item, _ in kept]
+
+
+class _Slot:
+    """One part content of a message attribute: where it is, what it may become."""
+
+    __slots__ = ("container", "extra", "key", "kind", "value")
+
+    def __init__(self, container: dict[str, Any], key: str, kind: str) -> None:
+        self.container, self.key, self.kind = container, key, kind
+        self.value = container.get(key)
+        self.extra = 0  # serialized length beyond the emptied slot's
+
+    def empty(self) -> None:
+        if self.kind == OPTIONAL:
+            del self.container[self.key]
+        else:
+            self.container[self.key] = ""
+
+    def restore(self) -> None:
+        self.container[self.key] = self.value
+
+    def minimum(self) -> int:
+        """The room this content is promised when its item is taken (an estimate
+        before redaction): all of it when short, ``MIN_SHARE`` otherwise."""
+        if self.kind == OPTIONAL:
+            return 0
+        value = self.value
+        return min(len(value) if isinstance(value, str) else MIN_SHARE, MIN_SHARE)
+
+    def redact(self, cap: int) -> None:
+        """Bounded to ``cap`` characters, then through the redactor (binary data is
+        not text: left to the cut alone)."""
+        value = self.value
+        if self.kind == BINARY:
+            value = value[: cap - cap % 4] if isinstance(value, str) else ""
+        elif isinstance(value, str):
+            value = redact(value[:cap])
+        else:
+            text, whole = _bounded_json(value, cap)
+            masked = redact(text)
+            if masked != text or not whole:
+                try:  # still JSON after the redactor (a cut text is not)
+                    value = json.loads(masked) if whole else masked
+                except ValueError:
+                    value = masked
+            if self.kind == OPTIONAL and not isinstance(value, dict | bool):
+                value = None  # a parameter schema that is no schema any more
+        self.value = self.container[self.key] = value
+        if self.kind == OPTIONAL:  # ,"key":value
+            self.extra = 0 if value is None else len(self.key) + 4 + len(_dumps(value))
+            if value is None:
+                del self.container[self.key]
+        else:
+            self.extra = max(0, len(_dumps(value)) - 2)
+
+    def cut(self, share: int) -> None:
+        """At most ``share`` characters more than the emptied slot."""
+        value: Any = self.value
+        if self.kind == OPTIONAL:
+            self.container.pop(self.key, None)
+            return
+        if self.kind == BINARY:
+            value = value[: share - share % 4]
+        else:
+            if not isinstance(value, str):
+                value = _dumps(value)
+            value = _cut_text(value, share)
+        self.value = self.container[self.key] = value
+
+
+def _slots(item: dict[str, Any]) -> Iterator[_Slot]:
+    """The content slots of one message, part or tool definition."""
+    parts = item.get("parts")
+    for part in parts if isinstance(parts, list) else (item,):
+        for key, kind in CONTENT_FIELDS.get(str(part.get("type")), ()):
+            if key in part:
+                yield _Slot(part, key, kind)
+
+
+def _share(extras: list[int], budget: int) -> int | None:
+    """The largest per-content length so that the contents fit ``budget``
+    (those shorter kept whole); ``None`` when all fit as they are."""
+    if sum(extras) <= budget:
+        return None
+    left, budget = len(extras), max(0, budget)
+    for extra in sorted(extras):
+        if extra * left > budget:
+            return budget // left
+        budget -= extra
+        left -= 1
+    return 0
+
+
+def _cut_text(text: str, share: int) -> str:
+    """``text`` cut so that its JSON string body is at most ``share`` characters,
+    ending with ``CUT``."""
+    if share <= 0:
+        return ""
+    target = share - len(CUT)
+    prefix = text[:target]
+    over = len(_dumps(prefix)) - 2 - target  # escapes (quotes, newlines) take more room
+    if over > 0:
+        prefix = prefix[: max(0, len(prefix) - over)]
+    return prefix + CUT
+
+
+def _bounded_json(value: Any, cap: int) -> tuple[str, bool]:
+    """Compact JSON text of ``value``, at most ``cap`` characters; whether it is whole."""
+    parts: list[str] = []
+    size = 0
+    for chunk in _COMPACT.iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return "".join(parts)[:cap], False
+    return "".join(parts), True

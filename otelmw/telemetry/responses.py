@@ -7,7 +7,10 @@ Anthropic messages, their stream chunks/events, Hermes' SimpleNamespace).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .messages import OutputCollector
 
 
 def get(obj: Any, key: str) -> Any:
@@ -56,6 +59,8 @@ class ResponseFacts:
     service_tier: str | None = None
     system_fingerprint: str | None = None
     chunks: int = 0
+    # The output messages, collected only when content is captured (else None).
+    output: OutputCollector | None = None
 
     def add_usage(self, usage: Any) -> None:
         if usage is None:
@@ -103,6 +108,8 @@ class ResponseFacts:
 
     def absorb(self, obj: Any) -> None:
         """Take facts from a full response object."""
+        if self.output is not None:
+            self.output.add_response(obj)
         if type(obj).__name__ == "ChatCompletion":  # OpenAI fast path (pydantic getattr)
             try:
                 self.response_id, self.model = obj.id, obj.model
@@ -150,6 +157,8 @@ class ResponseFacts:
     def absorb_chunk(self, chunk: Any) -> None:
         """Take facts from one stream chunk or event."""
         self.chunks += 1
+        if self.output is not None:
+            self.output.add_chunk(chunk)
         etype = get(chunk, "type")
         if isinstance(etype, str):
             self._absorb_event(etype, chunk)

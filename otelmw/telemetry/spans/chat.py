@@ -1,8 +1,9 @@
-"""``chat`` spans: born in ``ModelCallSpans.start`` (with the input messages when
-content goes on spans), renamed when a rewrite changes the model
-(``request_rewritten``), enriched by the provider SDK layer under a host-level
-call (``enriched``), ended with the response's facts (``finish``/``end``) or, for
-a streamed response, when the stream ends (``ChatStream``).
+"""``chat`` spans: born in ``ModelCallSpans.start`` (with the request's messages,
+system instructions and tool definitions, in the conventions' shapes, when content
+goes on spans), renamed when a rewrite changes the model (``request_rewritten``),
+enriched by the provider SDK layer under a host-level call (``enriched``), ended with
+the response's facts and output messages (``finish``/``end``) or, for a streamed
+response, when the stream ends (``ChatStream``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from opentelemetry import trace
 
 from ...core.contract import CallInfo
 from .. import attributes as a
+from ..messages import OutputCollector, request_content
 from ..responses import ResponseFacts, is_stream
 from ..streams import wrap_stream
 from ..values import clean_str as _c
@@ -217,10 +219,25 @@ class ChatSpans(ModelCallSpans):
     """The ``chat`` span of an LLM call."""
 
     def _content_on_start(self, span: trace.Span, request: Any) -> None:
-        if isinstance(request, dict):
-            msgs = request.get("messages", request.get("input"))
-            if msgs is not None:
-                span.set_attribute(a.GEN_AI_INPUT_MESSAGES, self.content.render(msgs))
+        """The request's messages, system instructions and tool definitions, in the
+        conventions' shapes (``messages``), each cut to the content limit."""
+        content = request_content(request)
+        render = self.content.render_messages
+        attrs = {}
+        for key, items, keep_last in (
+                (a.GEN_AI_INPUT_MESSAGES, content.input_messages, True),
+                (a.GEN_AI_SYSTEM_INSTRUCTIONS, content.system_instructions, False),
+                (a.GEN_AI_TOOL_DEFINITIONS, content.tool_definitions, False)):
+            text = render(items, keep_last=keep_last) if items else None
+            if text is not None:
+                attrs[key] = text
+        span.set_attributes(attrs)
+
+    def _collecting(self, op: OpState, facts: ResponseFacts) -> ResponseFacts:
+        """``facts`` set to collect the output messages when content goes on the span."""
+        if self.content.on_spans and op.span.is_recording():
+            facts.output = OutputCollector(self.content.max_length * 4)
+        return facts
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         """The chat span describes the request that is sent: model, span name and
@@ -266,7 +283,7 @@ class ChatSpans(ModelCallSpans):
                     op.span.set_attribute(a.SERVER_PORT, server_port)
                 op.attrs[a.SERVER_ADDRESS] = server_address
             if op.facts is None:
-                op.facts = ResponseFacts()
+                op.facts = self._collecting(op, ResponseFacts())
             if is_stream(result):
                 return wrap_stream(result, EnrichStream(op.facts, ChunkClock(self, op)))
             op.facts.absorb(result)
@@ -278,8 +295,10 @@ class ChatSpans(ModelCallSpans):
                error: BaseException | None) -> Any:
         op.leave_context()
         if error is None and is_stream(result):
-            return wrap_stream(result, ChatStream(self, call, op))
-        facts = ResponseFacts()
+            finisher = ChatStream(self, call, op)
+            self._collecting(op, finisher.facts)
+            return wrap_stream(result, finisher)
+        facts = self._collecting(op, ResponseFacts())
         if error is None:
             facts.absorb(result)
         self.end(call, op, facts, error, None)
@@ -304,6 +323,8 @@ class ChatSpans(ModelCallSpans):
                 facts.reasoning_tokens = inner.reasoning_tokens
             facts.service_tier = inner.service_tier or facts.service_tier
             facts.system_fingerprint = inner.system_fingerprint or facts.system_fingerprint
+            if inner.output is not None:
+                facts.output = inner.output
         span, duration = op.span, perf_counter() - op.start
         response_model = self.response_model(op, facts.model)
         if span.is_recording():
@@ -342,5 +363,9 @@ class ChatSpans(ModelCallSpans):
                     attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
+            if facts.output is not None and error is None:
+                output = self.content.render_messages(facts.output.messages())
+                if output is not None:
+                    attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, facts.output_tokens)
