@@ -180,14 +180,7 @@ class ContentPolicy:
             elif isinstance(value, bytes | bytearray | memoryview):
                 text = bytes(value[:cap]).decode("utf-8", "replace")
             else:
-                parts: list[str] = []
-                size = 0
-                for chunk in _RENDER.iterencode(value):  # stops early on huge values
-                    parts.append(chunk)
-                    size += len(chunk)
-                    if size >= cap:
-                        break
-                text = "".join(parts)[:cap]
+                text, _ = _bounded_json(_RENDER, value, cap)
         except Exception:
             try:
                 text = reprlib.repr(value)
@@ -294,7 +287,7 @@ class _Slot:
         elif isinstance(value, str):
             value = redact(value[:cap])
         else:
-            text, whole = _bounded_json(value, cap)
+            text, whole = _bounded_json(_COMPACT, value, cap)
             masked = redact(text)
             if masked != text or not whole:
                 try:  # still JSON after the redactor (a cut text is not)
@@ -362,11 +355,12 @@ def _cut_text(text: str, share: int) -> str:
     return prefix + CUT
 
 
-def _bounded_json(value: Any, cap: int) -> tuple[str, bool]:
-    """Compact JSON text of ``value``, at most ``cap`` characters; whether it is whole."""
+def _bounded_json(encoder: json.JSONEncoder, value: Any, cap: int) -> tuple[str, bool]:
+    """``value`` as JSON text of at most ``cap`` characters (the encoding stops early on
+    a huge value); whether the text is whole."""
     parts: list[str] = []
     size = 0
-    for chunk in _COMPACT.iterencode(value):
+    for chunk in encoder.iterencode(value):
         parts.append(chunk)
         size += len(chunk)
         if size > cap:
