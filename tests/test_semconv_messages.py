@@ -46,7 +46,12 @@ from otelmw.telemetry.content import (
     SPAN_ONLY,
     ContentPolicy,
 )
-from otelmw.telemetry.messages import OutputCollector, output_messages, request_content
+from otelmw.telemetry.messages import (
+    OutputCollector,
+    output_messages,
+    request_content,
+    tool_definitions,
+)
 from otelmw.telemetry.observer import TelemetryObserver
 
 jsonschema = require_module("jsonschema")
@@ -634,3 +639,21 @@ def test_praisonai_turn_messages_follow_the_schemas(tmp_path: Path, mode: str) -
               json.dumps(spec)], env, tmp_path)
         chats = _received_chats(rx)
     _check_host_chats(chats, "get_weather")
+
+
+def test_tool_definitions_of_every_provider_shape() -> None:
+    schema = OPENAI_TOOLS[0]["function"]["parameters"]
+    got = tool_definitions(OPENAI_TOOLS + RESPONSES_TOOLS + ANTHROPIC_TOOLS + [
+        {"type": "custom", "custom": {"name": "grammar"}},
+        {"type": "web_search_20250305", "name": "web_search"}])
+    assert got == [
+        {"type": "function", "name": "get_weather", "description": "Weather of a city",
+         "parameters": schema},
+        {"type": "function", "name": "get_weather", "description": "Weather",
+         "parameters": schema},
+        {"type": "web_search_preview", "name": "web_search_preview"},
+        {"type": "function", "name": "get_weather", "description": "Weather of a city",
+         "parameters": schema},
+        {"type": "custom", "name": "grammar"},
+        {"type": "web_search_20250305", "name": "web_search"}]
+    validate("gen_ai.tool.definitions", json.dumps(got))

@@ -386,8 +386,9 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]]:
                                                          and get(tool, "name")):
                 schema_key = "input_schema"  # Anthropic's custom tools
             elif kind != "function":
-                if isinstance(kind, str):
-                    out.append({"type": kind, "name": _str(get(tool, "name")) or kind})
+                if isinstance(kind, str):  # built-in tools; OpenAI's custom tools nest
+                    name = _str(get(tool, "name")) or _str(get(get(tool, kind), "name"))
+                    out.append({"type": kind, "name": name or kind})
                 continue
         definition: dict[str, Any] = {"type": "function", "name": _str(get(fn, "name")) or ""}
         description, schema = _str(get(fn, "description")), plain(get(fn, schema_key))
