@@ -657,3 +657,25 @@ def test_tool_definitions_of_every_provider_shape() -> None:
         {"type": "custom", "name": "grammar"},
         {"type": "web_search_20250305", "name": "web_search"}]
     validate("gen_ai.tool.definitions", json.dumps(got))
+
+
+def test_a_shape_that_cannot_be_read_costs_its_content_never_the_span(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from otelmw.telemetry.spans import chat
+
+    def unreadable(*args: Any) -> Any:
+        raise RuntimeError("unreadable")
+
+    monkeypatch.setattr(chat, "request_content", unreadable)
+    monkeypatch.setattr(OutputCollector, "messages", unreadable)
+    h = TelemetryHarness(SPAN_ONLY)
+    try:
+        assert h.pipeline.run_llm({"model": "m", "messages": CHAT_MESSAGES},
+                                  lambda r: CHAT_REASONING) is CHAT_REASONING
+        (span,) = [s for s in h.spans() if s.name.startswith("chat")]
+        assert not [k for k in KEYS if k in span.attributes]
+        assert span.attributes["gen_ai.response.id"] == "chatcmpl-1"  # the span is whole
+        assert h.internal_failures() == {("telemetry", "input_messages"): 1,
+                                         ("telemetry", "output_messages"): 1}
+    finally:
+        h.close()

@@ -221,7 +221,11 @@ class ChatSpans(ModelCallSpans):
     def _content_on_start(self, span: trace.Span, request: Any) -> None:
         """The request's messages, system instructions and tool definitions, in the
         conventions' shapes (``messages``), each cut to the content limit."""
-        content = request_content(request)
+        try:  # a request the shapes cannot read costs its content, never the span
+            content = request_content(request)
+        except Exception as exc:
+            self.signals.internal_failure("input_messages", exc)
+            return
         render = self.content.render_messages
         attrs = {}
         for key, items, keep_last in (
@@ -232,6 +236,16 @@ class ChatSpans(ModelCallSpans):
             if text is not None:
                 attrs[key] = text
         span.set_attributes(attrs)
+
+    def _output_messages(self, facts: ResponseFacts) -> str | None:
+        """``gen_ai.output.messages`` of what ``facts`` collected (``None``: nothing)."""
+        if facts.output is None:
+            return None
+        try:
+            return self.content.render_messages(facts.output.messages())
+        except Exception as exc:
+            self.signals.internal_failure("output_messages", exc)
+            return None
 
     def _collecting(self, op: OpState, facts: ResponseFacts) -> ResponseFacts:
         """``facts`` set to collect the output messages when content goes on the span."""
@@ -363,9 +377,8 @@ class ChatSpans(ModelCallSpans):
                     attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
-            if facts.output is not None and error is None:
-                output = self.content.render_messages(facts.output.messages())
-                if output is not None:
-                    attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
+            output = self._output_messages(facts) if error is None else None
+            if output is not None:
+                attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, facts.output_tokens)
