@@ -101,7 +101,7 @@ class NoLayerSpans(TelemetryObserver):
         # The observer binds its seam methods per instance: override them there.
         self.rewrite_started = self.wrapper_started = self._no_span
 
-    def _no_span(self, call: Any, layer: Any, position: int) -> Any:
+    def _no_span(self, call: Any, layer: Any, position: int, payload: Any = None) -> Any:
         return None
 
 

@@ -749,8 +749,11 @@ def test_hook_log_event_api_request_error(h: TelemetryHarness, mode: str) -> Non
         run_call(h.pipeline, mode, "llm", payload_for("llm"),
                  host_base(h, "llm", span=False, raises=ProviderDownError("x")).in_mode(mode))
     chat = h.one(f"chat {MODEL}")
+    # The GenAI conventions record a failed client operation as the
+    # gen_ai.client.operation.exception event (recommended: every mode), after the hooks.
     assert [r.event_name for r in h.logs()] == ["otelmw.hook.pre_api_request",
-                                                "otelmw.hook.api_request_error"]
+                                                "otelmw.hook.api_request_error",
+                                                "gen_ai.client.operation.exception"]
     log = h.logs_named("otelmw.hook.api_request_error")[0]
     _common_log_checks(log, chat, "api_request_error")
     assert log.attributes["error.type"] == PROVIDER_DOWN

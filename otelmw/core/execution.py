@@ -164,7 +164,7 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
                 inner.state = _NOT_CALLED
                 kw[key] = q
                 kw["next_call"] = partial(lk, lk, j, q, inner)
-                token = obs.wrapper_started(call, layer, j) if obs is not None else None
+                token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
                 try:
                     ret = layer.callback(**kw)
                     if (inner.state == _NOT_CALLED and ret is not None
@@ -182,7 +182,7 @@ def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: 
                 else:
                     if obs is not None:
                         obs.wrapper_finished(call, token, o.PASSED if inner.state
-                                             != _NOT_CALLED else o.SHORT_CIRCUIT, None)
+                                             != _NOT_CALLED else o.SHORT_CIRCUIT, None, ret)
                     r = ret
                     break
                 # Handled outside the except block so a re-raised or downstream
@@ -244,7 +244,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
                 kw[key] = q
                 kw["next_call"] = partial(hand_out, lk, j, q, inner)
                 failed: BaseException | None = None
-                token = obs.wrapper_started(call, layer, j) if obs is not None else None
+                token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
                 try:
                     result = layer.callback(**kw)
                     if inspect.isawaitable(result):
@@ -281,7 +281,7 @@ async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, pa
                     inner.state = _NOT_CALLED
                 if obs is not None:
                     obs.wrapper_finished(call, token, o.SHORT_CIRCUIT if inner.state
-                                         == _NOT_CALLED else o.PASSED, None)
+                                         == _NOT_CALLED else o.PASSED, None, result)
                 r = result
                 break
         except BaseException as e:

@@ -93,7 +93,8 @@ class RewriteStep:
                 self.call.middleware_trace.append(
                     make_trace_entry(self.kind, layer.name, layer.plugin, source, reason))
         if self.obs is not None:
-            self.obs.rewrite_finished(self.call, token, outcome, keys, source, reason, exc)
+            self.obs.rewrite_finished(self.call, token, outcome, keys, source, reason, exc,
+                                      self.current)
 
 
 def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
@@ -114,7 +115,7 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
     kw[key] = payload
     step: RewriteStep | None = None
     for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
+        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
         err: BaseException | None = None
         try:
             ret = layer.callback(**kw)
@@ -147,7 +148,7 @@ async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, pa
     kw[key] = payload
     step = RewriteStep(kind, key, call, payload, kw, obs, failures)
     for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos) if obs is not None else None
+        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
         err: BaseException | None = None
         try:
             ret = layer.callback(**kw)

@@ -14,7 +14,7 @@ Outcomes reported:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
     from .contract import CallInfo, RuntimeContext
@@ -29,6 +29,19 @@ SHORT_CIRCUIT = "short_circuit"
 FAILED_BEFORE_NEXT = "failed_before_next"
 FAILED_AFTER_NEXT = "failed_after_next"
 ERROR = "error"
+
+
+class NoValue:
+    """The type of ``NO_VALUE``: a payload or result a caller of the seam does not
+    report (``None`` is a value a callback may return)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE: Final = NoValue()
 
 
 class PipelineObserver(Protocol):
@@ -52,8 +65,10 @@ class PipelineObserver(Protocol):
         """The call left the pipeline. Returns the result to hand back (it may
         wrap a stream so the observer sees its end)."""
 
-    def rewrite_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        """A request-rewrite callback is about to run; returns a token."""
+    def rewrite_started(self, call: CallInfo, layer: Layer, position: int,
+                        payload: Any = NO_VALUE) -> Any:
+        """A request-rewrite callback is about to run on ``payload`` (the request or
+        arguments as rewritten so far); returns a token."""
 
     def rewrite_finished(
         self,
@@ -64,14 +79,22 @@ class PipelineObserver(Protocol):
         source: str | None,
         reason: str | None,
         error: BaseException | None,
-    ) -> None: ...
+        payload: Any = NO_VALUE,
+    ) -> None:
+        """``payload``: the payload after the callback (``NO_VALUE``: not reported,
+        as for an unchanged rewrite, whose payload is the one it got)."""
 
-    def wrapper_started(self, call: CallInfo, layer: Layer, position: int) -> Any:
-        """An execution wrapper is about to run; returns a token."""
+    def wrapper_started(self, call: CallInfo, layer: Layer, position: int,
+                        payload: Any = NO_VALUE) -> Any:
+        """An execution wrapper is about to run on ``payload`` (the request or
+        arguments it gets); returns a token."""
 
     def wrapper_finished(
-        self, call: CallInfo, token: Any, outcome: str, error: BaseException | None
-    ) -> None: ...
+        self, call: CallInfo, token: Any, outcome: str, error: BaseException | None,
+        result: Any = NO_VALUE,
+    ) -> None:
+        """``result``: what the wrapper returned (``passed``/``short_circuit``;
+        ``NO_VALUE`` when it returned nothing to hand back)."""
 
     def hook_fired(
         self, call: CallInfo, hook_name: str, payload: dict[str, Any], failures: int

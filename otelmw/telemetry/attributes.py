@@ -12,7 +12,11 @@ from typing import Final
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
 from opentelemetry.semconv._incubating.attributes import openai_attributes as oai
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
-from opentelemetry.semconv.attributes import error_attributes, server_attributes
+from opentelemetry.semconv.attributes import (
+    error_attributes,
+    exception_attributes,
+    server_attributes,
+)
 
 GEN_AI_OPERATION_NAME: Final = g.GEN_AI_OPERATION_NAME
 GEN_AI_PROVIDER_NAME: Final = g.GEN_AI_PROVIDER_NAME
@@ -56,6 +60,9 @@ GEN_AI_TOOL_DEFINITIONS: Final = g.GEN_AI_TOOL_DEFINITIONS
 GEN_AI_EMBEDDINGS_DIMENSION_COUNT: Final = g.GEN_AI_EMBEDDINGS_DIMENSION_COUNT
 GEN_AI_REQUEST_ENCODING_FORMATS: Final = g.GEN_AI_REQUEST_ENCODING_FORMATS
 ERROR_TYPE: Final = error_attributes.ERROR_TYPE
+EXCEPTION_TYPE: Final = exception_attributes.EXCEPTION_TYPE
+EXCEPTION_MESSAGE: Final = exception_attributes.EXCEPTION_MESSAGE
+EXCEPTION_STACKTRACE: Final = exception_attributes.EXCEPTION_STACKTRACE
 SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
 SERVER_PORT: Final = server_attributes.SERVER_PORT
 
@@ -91,6 +98,23 @@ OTELMW_HOOK_NAME: Final = "otelmw.hook.name"
 OTELMW_HOOK_FAILURES: Final = "otelmw.hook.failures"
 OTELMW_SCHEMA_TELEMETRY: Final = "otelmw.schema.telemetry"
 OTELMW_SCHEMA_MIDDLEWARE: Final = "otelmw.schema.middleware"
+
+# OpenInference's span attributes (Arize Phoenix and other tools read them): the
+# compatibility layer on middleware and agent spans. The openinference-semantic-
+# conventions package is not a dependency; its key names are copied here.
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+METADATA: Final = "metadata"
+OI_CHAIN: Final = "CHAIN"
+OI_GUARDRAIL: Final = "GUARDRAIL"
+MIME_JSON: Final = "application/json"
+
+# Event names (log records) of the GenAI conventions.
+EV_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+EV_OPERATION_EXCEPTION: Final = "gen_ai.client.operation.exception"
 
 # Span name prefixes (operation names of the GenAI conventions).
 OP_CHAT: Final = "chat"

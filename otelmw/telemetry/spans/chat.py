@@ -14,13 +14,14 @@ from opentelemetry import trace
 
 from ...core.contract import CallInfo
 from .. import attributes as a
+from ..events import InferenceEvents
 from ..messages import OutputCollector, request_content
 from ..responses import ResponseFacts, is_stream
 from ..streams import wrap_stream
 from ..values import clean_str as _c
 from ..values import otlp_number, port_number
 from .model_call import ModelCallSpans
-from .operation import OpState, perf_counter
+from .operation import OpState, Signals, perf_counter
 
 # Numeric request parameters the span records (from the effective request, at its
 # end), by the request key of OpenAI chat/Responses and Anthropic messages.
@@ -218,6 +219,10 @@ class ChatStream(EnrichStream):
 class ChatSpans(ModelCallSpans):
     """The ``chat`` span of an LLM call."""
 
+    def __init__(self, signals: Signals) -> None:
+        super().__init__(signals)
+        self.events = InferenceEvents(signals)  # the conventions' events of each call
+
     def _content_on_start(self, span: trace.Span, request: Any) -> None:
         """The request's messages, system instructions and tool definitions, in the
         conventions' shapes (``messages``), each cut to the content limit."""
@@ -315,12 +320,13 @@ class ChatSpans(ModelCallSpans):
         facts = self._collecting(op, ResponseFacts())
         if error is None:
             facts.absorb(result)
-        self.end(call, op, facts, error, None)
+        self.end(call, op, facts, error, None, result)
         return result
 
     def end(self, call: CallInfo, op: OpState, facts: ResponseFacts,
-            error: BaseException | None, ended_by: str | None) -> None:
-        """End the span with the response's ``facts``; ``ended_by``: how a stream ended."""
+            error: BaseException | None, ended_by: str | None, response: Any = None) -> None:
+        """End the span with the response's ``facts``; ``ended_by``: how a stream ended;
+        ``response``: the whole response, when it was not streamed."""
         if op.facts is not None:  # what the SDK layer saw beats the host's summary
             inner = op.facts
             facts.response_id = inner.response_id or facts.response_id
@@ -382,3 +388,5 @@ class ChatSpans(ModelCallSpans):
                 attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, facts.output_tokens)
+        if error is not None or self.events.on_content:  # nothing to do otherwise
+            self.events.chat_ended(call, op, response, error)

@@ -3,13 +3,21 @@ born current (so spans the callback opens nest under it), ended with its
 outcome (a rewrite's source, changed keys and reason when it rewrote), failed by
 the callback's error, with the ``otelmw.middleware.duration`` point.
 
-These run per layer per call: per-layer constants (``LayerInfo``) are cached,
-``started``/``finished`` stay flat (no helper calls on the cached path), nothing
-is built for an unchanged rewrite.
+Each also speaks OpenInference (what Arize Phoenix reads): ``openinference.span.kind``
+``CHAIN`` (``GUARDRAIL`` for a wrapper that short-circuits: it answered instead of
+the call), its ``otelmw.*`` facts as the ``metadata`` JSON and, under content
+capture on spans, the payload it got and what it made of it as
+``input.value``/``output.value``.
+
+These run per layer per call: per-layer constants (``LayerInfo``) are cached, the
+end attributes per outcome too; ``started``/``finished`` stay flat (no helper calls
+on the cached path), nothing is built for an unchanged rewrite, nothing rendered
+unless content goes on spans and the span records.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -19,7 +27,7 @@ from opentelemetry.trace import SpanKind
 from ...core import settings as cfg
 from ...core.contract import CallInfo
 from ...core.registry import Layer
-from ...core.seam import FAILED, REWRITTEN, UNCHANGED
+from ...core.seam import FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
 from .. import attributes as a
 from ..context import raw_detach as _detach
 from ..values import MAX_STR, short_text
@@ -52,6 +60,12 @@ class LayerInfo:
     span_name: str
     attributes: dict[str, Any]  # the span's start attributes
     metric_attributes: dict[str, dict[str, Any]]  # by outcome, filled as outcomes occur
+    end_attributes: dict[str, dict[str, Any]]  # by outcome: outcome, kind, metadata
+
+
+def _metadata(facts: dict[str, Any]) -> str:
+    """OpenInference's ``metadata``: a JSON object (here: the span's ``otelmw.*`` facts)."""
+    return json.dumps(facts, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class LayerToken(NamedTuple):
@@ -61,6 +75,7 @@ class LayerToken(NamedTuple):
     context_token: object  # the attach that made the span current
     start: float
     info: LayerInfo
+    input_value: str | None  # the rendered payload it got (content on spans, recording)
 
 
 # LayerToken(...) runs the NamedTuple's Python-level __new__ (≈ 0.1–0.2 µs, once per
@@ -75,6 +90,7 @@ class LayerSpans:
         self.signals = signals
         self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
         self.record_duration = record_duration  # otelmw.middleware.duration per layer
+        self.content_on_spans = signals.content.on_spans  # input/output values
         # keyed by id(layer), checked by identity and position
         self._infos: dict[int, LayerInfo] = {}
 
@@ -85,7 +101,7 @@ class LayerSpans:
         if len(self._infos) > _MAX_LAYERS:
             self._infos.clear()
         info = self._infos[id(layer)] = LayerInfo(layer, position, f"{layer.kind} {layer.name}",
-                                                  attrs, {})
+                                                  attrs, {}, {})
         return info
 
     @staticmethod
@@ -95,7 +111,23 @@ class LayerSpans:
                                                a.OTELMW_MIDDLEWARE_OUTCOME: outcome}
         return m
 
-    def started(self, call: CallInfo, layer: Layer, position: int) -> LayerToken | None:
+    @staticmethod
+    def _end_attributes(info: LayerInfo, outcome: str,
+                        facts: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a span ends with: its outcome, OpenInference kind and ``metadata``
+        (the start attributes, the outcome and ``facts``); cached per outcome
+        unless there are ``facts`` (a rewrite's)."""
+        end = {a.OTELMW_MIDDLEWARE_OUTCOME: outcome,
+               a.OPENINFERENCE_SPAN_KIND: a.OI_GUARDRAIL if outcome == SHORT_CIRCUIT
+               else a.OI_CHAIN,
+               a.METADATA: _metadata({**info.attributes, a.OTELMW_MIDDLEWARE_OUTCOME: outcome,
+                                      **(facts or {})})}
+        if facts is None:
+            info.end_attributes[outcome] = end
+        return end
+
+    def started(self, call: CallInfo, layer: Layer, position: int,
+                payload: Any = NO_VALUE) -> LayerToken | None:
         """``rewrite_started`` and ``wrapper_started``."""
         try:
             info = self._infos.get(id(layer))
@@ -103,15 +135,29 @@ class LayerSpans:
                 info = self._info(layer, position)
             span = self.tracer.start_span(info.span_name, kind=_INTERNAL,
                                           attributes=info.attributes)
+            shown = None
+            if self.content_on_spans and payload is not NO_VALUE and span.is_recording():
+                shown = self._show(span, a.INPUT_VALUE, a.INPUT_MIME_TYPE, payload)
             return _new_token(LayerToken, (span, attach(set_span_in_context(span)),
-                                           perf_counter(), info))
+                                           perf_counter(), info, shown))
         except Exception as exc:
             self.signals.internal_failure(f"{layer.kind} started", exc)
             return None
 
+    def _show(self, span: trace.Span, value_key: str, mime_key: str, value: Any,
+              text: str | None = None) -> str:
+        """``value`` (or its ``text`` already rendered) on the span as OpenInference's
+        input or output value; returns the text."""
+        if text is None:
+            text = self.content.render(value)
+        span.set_attributes({value_key: text, mime_key: a.MIME_JSON})
+        return text
+
     def finished(self, call: CallInfo, token: LayerToken | None, outcome: str,
-                 error: BaseException | None) -> None:
-        """``wrapper_finished`` (and the end of every rewrite span)."""
+                 error: BaseException | None, result: Any = NO_VALUE,
+                 end_attributes: dict[str, Any] | None = None) -> None:
+        """``wrapper_finished`` (and the end of every rewrite span, which gives its
+        ``end_attributes`` when it has facts of its own)."""
         if token is None:
             return
         try:
@@ -120,10 +166,15 @@ class LayerSpans:
                 _detach(token.context_token)  # type: ignore[arg-type]
             except Exception:
                 pass
-            span.set_attribute(a.OTELMW_MIDDLEWARE_OUTCOME, outcome)
-            if error is not None:
-                mark_exception(span, error, with_content=self.content.on_spans)
-            span.end()
+            try:  # the span ends whatever its attributes do
+                if token.input_value is not None and result is not NO_VALUE:
+                    self._show(span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, result)
+                span.set_attributes(end_attributes or token.info.end_attributes.get(outcome)
+                                    or self._end_attributes(token.info, outcome))
+                if error is not None:
+                    mark_exception(span, error, with_content=self.content.on_spans)
+            finally:
+                span.end()
             if self.record_duration:
                 info = token.info
                 self.inst.middleware_duration.record(
@@ -135,28 +186,36 @@ class LayerSpans:
 
     def rewrite_finished(self, call: CallInfo, token: LayerToken | None, outcome: str,
                          changed_keys: list[str], source: str | None, reason: str | None,
-                         error: BaseException | None) -> None:
+                         error: BaseException | None, payload: Any = NO_VALUE) -> None:
         if token is None:
             return
+        shown = token.input_value
         if outcome == UNCHANGED:  # the usual case: nothing but the outcome
+            if shown is not None:  # the payload it got is the one it hands on
+                self._show(token.span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, None, shown)
             return self.finished(call, token, outcome, error)
+        end: dict[str, Any] | None = None
         try:
-            span, layer = token.span, token.info.layer
+            span, info = token.span, token.info
             extra: dict[str, Any] | None = None
             if outcome == REWRITTEN:
-                src = _c(source or layer.plugin)
+                src = _c(source or info.layer.plugin)
                 extra = {a.OTELMW_REWRITE_SOURCE: src}
                 if span.is_recording():
                     extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
                                                             for k in changed_keys[:64]]
                     if reason:
                         extra[a.OTELMW_REWRITE_REASON] = short_text(reason, MAX_STR)
+                    end = self._end_attributes(info, outcome, extra)
                 self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
-                                           a.OTELMW_MIDDLEWARE_KIND: layer.kind})
+                                           a.OTELMW_MIDDLEWARE_KIND: info.layer.kind})
             elif outcome == FAILED and error is None:
                 extra = {a.ERROR_TYPE: "bad_return_shape"}
             if extra:
                 span.set_attributes(extra)  # a span that is not recording ignores these
+            if shown is not None:  # a failed rewrite hands on the payload it got
+                self._show(span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, payload,
+                           None if outcome == REWRITTEN and payload is not NO_VALUE else shown)
         except Exception as exc:
             self.signals.internal_failure("rewrite_finished", exc)
-        self.finished(call, token, outcome, error)
+        self.finished(call, token, outcome, error, NO_VALUE, end)

@@ -1,12 +1,20 @@
 """``invoke_agent`` spans: one per agent turn (``Pipeline.turn``), born current
 in the turn's context (``started``), left by a context that still holds a turn
 finished elsewhere (``left``), failed by an error or a turn the host marked
-failed, ended with the ``gen_ai.invoke_agent.duration`` point (``finished``)."""
+failed, ended with the ``gen_ai.invoke_agent.duration`` point (``finished``).
+
+Under content capture on spans, the span also carries the turn's input and final
+answer as OpenInference's ``input.value``/``output.value`` (what Arize Phoenix
+shows for an agent span): the input messages of the turn's first model call and
+the output of its last, gathered by ``TurnContent`` from the chat spans that end
+inside the turn (``spans.chat`` reports them, ``events.chat_messages`` renders them).
+"""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
@@ -25,6 +33,36 @@ from .operation import (
 )
 
 _INTERNAL = SpanKind.INTERNAL
+# The turn's ``TurnContent`` in the OpenTelemetry context the turn attaches (only
+# under content capture on spans): carried wherever the turn's spans are.
+_TURN_CONTENT = otel_context.create_key("otelmw.turn_content")
+
+
+class TurnContent:
+    """The turn's input and final answer as its model calls report them: the input
+    of the call that started first, the output of the last one that ended with one
+    (a judge model called inside a wrapper ends before the call it judges)."""
+
+    __slots__ = ("input_started", "input_value", "output_value")
+
+    def __init__(self) -> None:
+        self.input_value: str | None = None
+        self.input_started = 0.0
+        self.output_value: str | None = None
+
+    def model_call_ended(self, started: float, input_value: str | None,
+                         output_value: str | None) -> None:
+        if input_value is not None and (self.input_value is None
+                                        or started < self.input_started):
+            self.input_value, self.input_started = input_value, started
+        if output_value is not None:
+            self.output_value = output_value
+
+
+def current_turn_content() -> TurnContent | None:
+    """The ``TurnContent`` of the turn the current context is in (content on spans)."""
+    found = otel_context.get_value(_TURN_CONTENT)
+    return found if isinstance(found, TurnContent) else None
 
 
 class TurnToken(NamedTuple):
@@ -34,6 +72,7 @@ class TurnToken(NamedTuple):
     context_token: object  # the attach that made the span current
     start: float
     agent_name: str
+    content: TurnContent | None  # content on spans and the span records
 
 
 class TurnSpans:
@@ -53,7 +92,11 @@ class TurnSpans:
                                 (a.OTELMW_TURN_ID, turn.turn_id)))
             span = self.tracer.start_span(f"invoke_agent {name}", kind=_INTERNAL,
                                           attributes=attrs)
-            return TurnToken(span, attach(set_span_in_context(span)), perf_counter(), name)
+            ctx, content = set_span_in_context(span), None
+            if self.content.on_spans and span.is_recording():
+                content = TurnContent()
+                ctx = otel_context.set_value(_TURN_CONTENT, content, ctx)
+            return TurnToken(span, attach(ctx), perf_counter(), name, content)
         except Exception as exc:
             self.signals.internal_failure("turn_started", exc)
             return None
@@ -80,7 +123,20 @@ class TurnSpans:
                 mark_exception(span, error, mattrs, with_content=self.content.on_spans)
             elif failed:
                 mark_error(span, "turn_failed", "the agent turn failed", mattrs)
+            content = token.content
+            if content is not None:
+                _show_turn_content(span, content)
             span.end()
             self.inst.agent_duration.record(perf_counter() - token.start, mattrs)
         except Exception as exc:
             self.signals.internal_failure("turn_finished", exc)
+
+
+def _show_turn_content(span: trace.Span, content: TurnContent) -> None:
+    shown: dict[str, Any] = {}
+    if content.input_value is not None:
+        shown[a.INPUT_VALUE], shown[a.INPUT_MIME_TYPE] = content.input_value, a.MIME_JSON
+    if content.output_value is not None:
+        shown[a.OUTPUT_VALUE], shown[a.OUTPUT_MIME_TYPE] = content.output_value, a.MIME_JSON
+    if shown:
+        span.set_attributes(shown)
