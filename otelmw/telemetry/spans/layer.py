@@ -150,7 +150,7 @@ class LayerSpans:
         input or output value; returns the text."""
         if text is None:
             text = self.content.render(value)
-        span.set_attributes({value_key: text, mime_key: a.MIME_JSON})
+        span.set_attributes({value_key: text, mime_key: a.mime_type(text)})
         return text
 
     def finished(self, call: CallInfo, token: LayerToken | None, outcome: str,

@@ -134,9 +134,10 @@ class TurnSpans:
 
 def _show_turn_content(span: trace.Span, content: TurnContent) -> None:
     shown: dict[str, Any] = {}
-    if content.input_value is not None:
-        shown[a.INPUT_VALUE], shown[a.INPUT_MIME_TYPE] = content.input_value, a.MIME_JSON
-    if content.output_value is not None:
-        shown[a.OUTPUT_VALUE], shown[a.OUTPUT_MIME_TYPE] = content.output_value, a.MIME_JSON
+    for text, value_key, mime_key in ((content.input_value, a.INPUT_VALUE, a.INPUT_MIME_TYPE),
+                                      (content.output_value, a.OUTPUT_VALUE,
+                                       a.OUTPUT_MIME_TYPE)):
+        if text is not None:
+            shown[value_key], shown[mime_key] = text, a.mime_type(text)
     if shown:
         span.set_attributes(shown)
