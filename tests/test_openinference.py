@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import (
+from _support.calls import (
     EXEC_KIND,
     MODEL,
     MODES,
@@ -19,23 +19,23 @@ from _telemetry_fixtures import (
     PAYLOAD_KEY,
     PLUGIN,
     REQUEST_KIND,
-    TelemetryHarness,
-    all_exported_text,
     named,
     run_call,
 )
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from test_telemetry_spans import (
-    Base,
+from _support.telemetry import (
+    TelemetryHarness,
     add_rewriters,
     add_wrappers,
+    all_exported_text,
+    host_base,
     payload_for,
     response_for,
     rw_name,
     short_result,
     w_name,
 )
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.telemetry import ContentPolicy, TelemetryObserver
@@ -80,7 +80,7 @@ def _shown(span: Any, key: str) -> Any:
 def test_rewrite_spans_are_chains_with_the_payload_before_and_after(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["rewrite", "none", "bad"])
-    run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode, span=False)())
+    run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op, span=False).in_mode(mode))
     rewrote, unchanged, failed = (h.one(rw_name(op, i)) for i in range(3))
     for span, outcome in ((rewrote, "rewritten"), (unchanged, "unchanged"), (failed, "failed")):
         assert span.attributes["openinference.span.kind"] == "CHAIN"
@@ -115,7 +115,8 @@ def test_rewrite_spans_are_chains_with_the_payload_before_and_after(
 def test_wrapper_spans_are_chains_and_a_short_circuit_a_guardrail(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "before", "short"])
-    result = run_call(h.pipeline, mode, op, payload_for(op), Base(h, op, mode, span=False)())
+    base = host_base(h, op, span=False).in_mode(mode)
+    result = run_call(h.pipeline, mode, op, payload_for(op), base)
     assert result == short_result(op)
     passed, failed, short = (h.one(w_name(op, i)) for i in range(3))
     assert passed.attributes["openinference.span.kind"] == "CHAIN"
@@ -153,7 +154,8 @@ def test_a_wrapper_sees_the_payload_the_outer_one_passed_on(
     reg.add_middleware("tool_execution", named(outer if mode == "sync" else aouter, "w0"),
                        plugin=PLUGIN)
     reg.add_middleware("tool_execution", named(_passing(mode), "w1"), plugin=PLUGIN)
-    run_call(h.pipeline, mode, "tool", payload_for("tool"), Base(h, "tool", mode, span=False)())
+    base = host_base(h, "tool", span=False).in_mode(mode)
+    run_call(h.pipeline, mode, "tool", payload_for("tool"), base)
     inner = h.one(w_name("tool", 1))
     if _on_spans(h):
         assert _shown(inner, "input") == {**payload_for("tool"),

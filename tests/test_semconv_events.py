@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _telemetry_fixtures import MODEL, MODES, TelemetryHarness, all_exported_text, run_call
+from _support.calls import MODEL, MODES, run_call
+from _support.telemetry import TelemetryHarness, all_exported_text
 from opentelemetry._logs import SeverityNumber
 
 from otelmw.telemetry.content import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
