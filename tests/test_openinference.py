@@ -34,11 +34,7 @@ from _support.telemetry import (
     short_result,
     w_name,
 )
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from otelmw import Pipeline, RuntimeMiddlewareRegistry
-from otelmw.telemetry import ContentPolicy, TelemetryObserver
 from otelmw.telemetry.content import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
 
 CAPTURE_MODES = [NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT]
@@ -240,27 +236,3 @@ def test_a_judge_model_called_by_a_wrapper_is_not_the_turns_input_or_answer(
             ANSWER["choices"][0]["message"]]
     else:
         assert _values(agent) == {}
-
-
-def test_nothing_is_rendered_for_layer_or_agent_spans_that_do_not_record(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    rendered: list[Any] = []
-    real = ContentPolicy.render
-    monkeypatch.setattr(ContentPolicy, "render",
-                        lambda self, v: rendered.append(v) or real(self, v))
-    pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
-    obs = TelemetryObserver(TracerProvider(sampler=ALWAYS_OFF),
-                            content=ContentPolicy(SPAN_ONLY), failures=pipe.failures,
-                            hook_events="none")
-    pipe.observer = obs
-    try:
-        for kind in ("llm_request", "llm_execution", "tool_request", "tool_execution"):
-            cb = _passing("sync") if kind.endswith("execution") else (lambda **kw: None)
-            pipe.registry.add_middleware(kind, named(cb, kind), plugin=PLUGIN)
-        with pipe.turn("agent"):
-            run_call(pipe, "sync", "llm", payload_for("llm"), lambda r: ANSWER)
-            run_call(pipe, "sync", "tool", payload_for("tool"), lambda a: "x")
-    finally:
-        obs.close()
-    assert rendered == []
-    assert pipe.failures.counts == {}

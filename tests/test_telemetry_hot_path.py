@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _support.calls import MODEL, MODES, OPS, PLUGIN, run_call
+from _support.calls import EXEC_KIND, MODEL, MODES, OPS, PLUGIN, REQUEST_KIND, callback, run_call
 from _support.telemetry import TelemetryHarness
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -143,10 +143,17 @@ def test_nothing_is_rendered_or_digested_for_a_span_that_does_not_record(
                             content=ContentPolicy(SPAN_ONLY), failures=pipe.failures,
                             hook_events="none")
     pipe.observer = obs
+    # a rewrite and a wrapper (their input/output values) inside a turn (its input
+    # and answer): nothing rendered for those spans either
+    pipe.registry.add_middleware(REQUEST_KIND[op], callback(mode, "rw", lambda **kw: None),
+                                 plugin=PLUGIN)
+    pipe.registry.add_middleware(EXEC_KIND[op], callback(mode, "w", lambda **kw: kw[
+        "next_call"]()), plugin=PLUGIN)
     try:
         payload = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
-        result = run_call(pipe, mode, op, payload if op == "llm" else {"q": 1},
-                          lambda p: {"id": "r"})
+        with pipe.turn("agent"):
+            result = run_call(pipe, mode, op, payload if op == "llm" else {"q": 1},
+                              lambda p: {"id": "r"})
         assert result == {"id": "r"}
     finally:
         obs.close()
