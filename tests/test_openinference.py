@@ -236,3 +236,21 @@ def test_a_judge_model_called_by_a_wrapper_is_not_the_turns_input_or_answer(
             ANSWER["choices"][0]["message"]]
     else:
         assert _values(agent) == {}
+
+
+class Interrupt(BaseException):
+    """Not a middleware failure: it propagates (as KeyboardInterrupt would)."""
+
+
+def test_an_interrupted_rewrite_hands_nothing_on(h: TelemetryHarness) -> None:
+    def stop(**kw: Any) -> Any:
+        raise Interrupt
+
+    h.pipeline.registry.add_middleware("llm_request", named(stop, "rw0"), plugin=PLUGIN)
+    with pytest.raises(Interrupt):
+        run_call(h.pipeline, "sync", "llm", payload_for("llm"), lambda r: ANSWER)
+    span = h.one(rw_name("llm", 0))
+    assert span.attributes["openinference.span.kind"] == "CHAIN"
+    assert _metadata(span)["otelmw.middleware.outcome"] == "error"
+    assert "output.value" not in span.attributes
+    assert ("input.value" in span.attributes) == _on_spans(h)

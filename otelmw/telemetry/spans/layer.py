@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind
 from ...core import settings as cfg
 from ...core.contract import CallInfo
 from ...core.registry import Layer
-from ...core.seam import FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
+from ...core.seam import ERROR, FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
 from .. import attributes as a
 from ..context import raw_detach as _detach
 from ..values import MAX_STR, short_text
@@ -192,7 +192,10 @@ class LayerSpans:
         shown = token.input_value
         if outcome == UNCHANGED:  # the usual case: nothing but the outcome
             if shown is not None:  # the payload it got is the one it hands on
-                self._show(token.span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, None, shown)
+                try:
+                    self._show(token.span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, None, shown)
+                except Exception as exc:
+                    self.signals.internal_failure("rewrite_finished", exc)
             return self.finished(call, token, outcome, error)
         end: dict[str, Any] | None = None
         try:
@@ -213,7 +216,8 @@ class LayerSpans:
                 extra = {a.ERROR_TYPE: "bad_return_shape"}
             if extra:
                 span.set_attributes(extra)  # a span that is not recording ignores these
-            if shown is not None:  # a failed rewrite hands on the payload it got
+            if shown is not None and outcome != ERROR:  # (interrupted: nothing handed on)
+                # a failed rewrite hands on the payload it got
                 self._show(span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, payload,
                            None if outcome == REWRITTEN and payload is not NO_VALUE else shown)
         except Exception as exc:
