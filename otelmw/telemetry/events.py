@@ -23,6 +23,7 @@ import traceback
 from typing import Any, NamedTuple
 
 from opentelemetry import _logs
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
 from opentelemetry.trace import set_span_in_context
 
 from ..core.contract import CallInfo
@@ -33,9 +34,10 @@ from .spans.operation import OpState, Signals
 from .spans.turn import current_turn_content
 from .values import error_description, error_type
 
-# Span attributes that hold content: the event carries its own (structured) forms.
+# Span attributes that hold content (as JSON text): the event's content comes from
+# ``chat_messages`` alone, in structured form.
 _SPAN_CONTENT_KEYS = frozenset({a.GEN_AI_INPUT_MESSAGES, a.GEN_AI_OUTPUT_MESSAGES,
-                                a.GEN_AI_SYSTEM_INSTRUCTIONS})
+                                a.GEN_AI_SYSTEM_INSTRUCTIONS, g.GEN_AI_TOOL_DEFINITIONS})
 
 
 class ChatMessages(NamedTuple):
