@@ -64,7 +64,7 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any) -> ChatMe
             system = content.render(instructions)
     if response is not None:
         choices = get(response, "choices")  # OpenAI chat completions
-        if choices:
+        if isinstance(choices, list | tuple) and choices:
             out: Any = [get(c, "message") for c in choices]
         else:  # Anthropic messages, the Responses API
             out = get(response, "content")
