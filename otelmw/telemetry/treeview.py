@@ -42,10 +42,11 @@ KEY_ATTRIBUTES: Final = {
     "otelmw.result.raw.digest": "raw", "otelmw.stream.ended_by": "ended_by",
     "error.type": "error.type",
 }
-# Captured content (only under content capture): shown on rows of their own.
+# Captured content (only under content capture): shown on rows of their own. Not
+# gen_ai.tool.definitions: the same schemas on every chat span of a turn, no conversation.
 CONTENT_ATTRIBUTES: Final = (
-    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments",
-    "gen_ai.tool.call.result",
+    "gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
 )
 # Hook event attributes worth a glance beside the event's name.
 EVENT_ATTRIBUTES: Final = ("error.type", "otelmw.result.status", "otelmw.hook.failures")
