@@ -2,7 +2,8 @@
 (``openinference.span.kind`` CHAIN, GUARDRAIL for a short-circuiting wrapper), carry
 their ``otelmw.*`` facts as ``metadata`` and, under content capture on spans only,
 the payload before and after as ``input.value``/``output.value``; the agent span
-carries the turn's input and final answer."""
+carries the turn's input and final answer (JSON text of the GenAI conventions' messages,
+a streamed answer too)."""
 
 from __future__ import annotations
 
@@ -175,6 +176,14 @@ def _passing(mode: str) -> Any:
 ANSWER = {"id": "chatcmpl-2", "model": MODEL,
           "choices": [{"message": {"role": "assistant", "content": "final answer"},
                        "finish_reason": "stop"}]}
+# The agent span shows the GenAI conventions' message shapes (those of the chat spans'
+# gen_ai.input.messages / gen_ai.output.messages), not the provider's.
+FINAL_ANSWER = [{"role": "assistant", "parts": [{"type": "text", "content": "final answer"}],
+                 "finish_reason": "stop"}]
+
+
+def _user_says(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "parts": [{"type": "text", "content": text}]}]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -194,8 +203,8 @@ def test_agent_span_carries_the_turns_input_and_final_answer(
         if h.observer.content.mode == NO_CONTENT:  # (EVENT_ONLY: the inference event has it)
             assert not any("final answer" in t for t in all_exported_text(h))
         return
-    assert _shown(agent, "input") == first["messages"]
-    assert _shown(agent, "output") == [ANSWER["choices"][0]["message"]]
+    assert _shown(agent, "input") == _user_says("what now?")  # the first call's input
+    assert _shown(agent, "output") == FINAL_ANSWER  # the last call's output
     assert agent.attributes["input.mime_type"] == "application/json"
     assert agent.attributes["output.mime_type"] == "application/json"
 
@@ -231,9 +240,29 @@ def test_a_judge_model_called_by_a_wrapper_is_not_the_turns_input_or_answer(
     assert len(h.named("chat judge")) == 1
     agent = h.one("invoke_agent agent")
     if _on_spans(h):
-        assert _shown(agent, "input") == asked["messages"]
-        assert _shown(agent, "output") == [
-            ANSWER["choices"][0]["message"]]
+        assert _shown(agent, "input") == _user_says("the question")
+        assert _shown(agent, "output") == FINAL_ANSWER
+    else:
+        assert _values(agent) == {}
+
+
+def test_a_streamed_final_answer_is_the_agent_spans_output(h: TelemetryHarness) -> None:
+    chunks = [{"id": "c1", "model": MODEL, "choices": [
+                  {"index": 0, "delta": {"role": "assistant", "content": "final "}}]},
+              {"id": "c1", "model": MODEL, "choices": [
+                  {"index": 0, "delta": {"content": "answer"}, "finish_reason": "stop"}]}]
+
+    def stream(request: Any) -> Any:
+        yield from chunks
+
+    asked = {"model": MODEL, "stream": True,
+             "messages": [{"role": "user", "content": "the question"}]}
+    with h.pipeline.turn("agent"):
+        assert list(run_call(h.pipeline, "sync", "llm", asked, stream)) == chunks
+    agent = h.one("invoke_agent agent")
+    if _on_spans(h):
+        assert _shown(agent, "input") == _user_says("the question")
+        assert _shown(agent, "output") == FINAL_ANSWER  # assembled from the chunks
     else:
         assert _values(agent) == {}
 

@@ -2,14 +2,14 @@
 
 ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions`` and
 ``gen_ai.tool.definitions`` are checked with ``jsonschema`` against the copies under
-``tests/data/semconv-genai/`` (origin in its ORIGIN.md) — and, because the schemas accept
-any ``{"type": ...}`` object as a generic part, each part also against the definition of
-its own type. Over every host (the OpenAI and Anthropic SDKs against the scripted server on
-127.0.0.1, chat completions, Responses and messages, whole and streamed; Hermes and
-PraisonAI turns in a subprocess) and every content mode: ``NO_CONTENT`` and ``EVENT_ONLY``
-put none of them on spans, ``SPAN_ONLY`` and ``SPAN_AND_EVENT`` put them there, valid —
-also cut to ``OTELMW_CONTENT_MAX_LENGTH`` (long conversations), redacted, with images,
-audio and documents, tool calls and results, and reasoning.
+``tests/data/semconv-genai/`` (``_support.semconv_schemas``: each part also against the
+definition of its own type). Over every host (the OpenAI and Anthropic SDKs against
+the scripted server on 127.0.0.1, chat completions, Responses and messages, whole and
+streamed; Hermes and PraisonAI turns in a subprocess) and every content mode:
+``NO_CONTENT`` and ``EVENT_ONLY`` put none of them on spans, ``SPAN_ONLY`` and
+``SPAN_AND_EVENT`` put them there, valid — also cut to ``OTELMW_CONTENT_MAX_LENGTH``
+(long conversations), redacted, with images, audio and documents, tool calls and
+results, and reasoning.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pytest
 from _support.components import require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
+from _support.semconv_schemas import MESSAGE_KEYS, validate
 from _support.telemetry import TelemetryHarness
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
@@ -58,16 +59,7 @@ jsonschema = require_module("jsonschema")
 
 pytestmark = pytest.mark.timeout(120)
 
-DATA = Path(__file__).resolve().parent / "data" / "semconv-genai"
-SCHEMA_FILES = {"gen_ai.input.messages": "gen-ai-input-messages.json",
-                "gen_ai.output.messages": "gen-ai-output-messages.json",
-                "gen_ai.system_instructions": "gen-ai-system-instructions.json",
-                "gen_ai.tool.definitions": "gen-ai-tool-definitions.json"}
-SCHEMAS = {key: json.loads((DATA / name).read_text()) for key, name in SCHEMA_FILES.items()}
-KEYS = tuple(SCHEMA_FILES)
-PART_DEFS = {"text": "TextPart", "tool_call": "ToolCallRequestPart",
-             "tool_call_response": "ToolCallResponsePart", "blob": "BlobPart",
-             "file": "FilePart", "uri": "UriPart", "reasoning": "ReasoningPart"}
+KEYS = MESSAGE_KEYS
 CAPTURING = (SPAN_ONLY, SPAN_AND_EVENT)
 ALL_MODES = (NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT)
 SCRIPTS = Path(__file__).resolve().parent
@@ -76,49 +68,6 @@ SECRET = "sk-proj-AbCdEf0123456789xyz"
 
 
 # ---------------------------------------------------------------- validation
-_VALIDATORS: dict[tuple[str, str | None], Any] = {}
-
-
-def _validator(key: str, definition: str | None = None) -> Any:
-    """The schema of ``key`` (or one of its ``$defs``), checked and compiled once."""
-    got = _VALIDATORS.get((key, definition))
-    if got is None:
-        schema = SCHEMAS[key]
-        if definition is not None:
-            schema = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        got = _VALIDATORS[key, definition] = cls(schema)
-    return got
-
-
-def _check_part(key: str, part: dict[str, Any]) -> None:
-    name = PART_DEFS.get(part.get("type"))  # type: ignore[arg-type]
-    assert name is not None, f"not a part type of the conventions: {part}"
-    _validator(key, name).validate(part)
-
-
-def validate(key: str, text: Any) -> list[dict[str, Any]]:
-    """``text`` (a span attribute) is a JSON string valid against ``key``'s schema, each
-    part valid as its own type; returns the parsed value."""
-    assert isinstance(text, str), (key, text)
-    value = json.loads(text)
-    _validator(key).validate(value)
-    assert isinstance(value, list) and value, (key, value)
-    for item in value:
-        if key == "gen_ai.tool.definitions":
-            _validator(key, "FunctionToolDefinition" if item["type"] == "function" else
-                       "GenericToolDefinition").validate(item)
-        elif key == "gen_ai.system_instructions":
-            _check_part(key, item)
-        else:
-            for part in item["parts"]:
-                _check_part(key, part)
-            if key == "gen_ai.output.messages":
-                assert isinstance(item["finish_reason"], str)
-    return value
-
-
 def check_span(span: Any, mode: str, expected: tuple[str, ...]) -> dict[str, Any]:
     """The content attributes a span carries under ``mode``: none unless content goes on
     spans; then ``expected`` (at least), each valid."""

@@ -21,7 +21,7 @@ import re
 import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..core import settings as cfg
 from .digests import _json_default
@@ -148,6 +148,13 @@ def parse_mode(value: str | None) -> str:
         raise ValueError(cfg.CAPTURE_CONTENT.problem(value or "")) from None
 
 
+class MessageValue(NamedTuple):
+    """One GenAI message attribute, cut to the content limit and redacted."""
+
+    value: list[dict[str, Any]]  # structured: the events' form
+    text: str  # the same as JSON text: the spans' form
+
+
 @dataclass(frozen=True, slots=True)
 class ContentPolicy:
     mode: str = NO_CONTENT
@@ -202,6 +209,13 @@ class ContentPolicy:
         are kept whole). Items whose structure alone does not fit are left out: the
         oldest (``keep_last``, input messages) or the last. ``None`` when none fits.
         Never raises; the cost is bounded by ``max_length`` whatever the value."""
+        fitted = self.message_value(items, keep_last=keep_last)
+        return None if fitted is None else fitted.text
+
+    def message_value(self, items: list[dict[str, Any]], *,
+                      keep_last: bool = False) -> MessageValue | None:
+        """``render_messages``'s attribute both structured (what an event carries) and
+        as its JSON text (what a span carries). Never raises."""
         try:
             fitted = self.fit_messages(items, keep_last=keep_last)
             if fitted is None:
@@ -210,8 +224,10 @@ class ContentPolicy:
         except Exception:
             return None
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
-            text = text.encode("utf-8", "replace").decode("utf-8")
-        return text
+            clean = text.encode("utf-8", "replace").decode("utf-8")
+            if clean != text:  # the structure too: the cleaned text, parsed
+                text, fitted = clean, json.loads(clean)
+        return MessageValue(fitted, text)
 
     def fit_messages(self, items: list[dict[str, Any]], *,
                      keep_last: bool = False) -> list[dict[str, Any]] | None:

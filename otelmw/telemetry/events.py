@@ -3,9 +3,11 @@ logger otelmw's hook events use, in the context of the call's ``chat`` span:
 
 * ``gen_ai.client.inference.operation.details`` — once per chat call, when content
   capture includes events (``EVENT_ONLY``, ``SPAN_AND_EVENT``; the event is opt-in
-  and exists to carry content): the span's attributes, and the call's system
-  instructions, input and output messages in structured form. Severity DEBUG, as
-  the conventions ask.
+  and exists to carry content): the span's attributes, and the call's
+  ``gen_ai.input.messages``, ``gen_ai.output.messages`` (from the whole response or
+  the stream's chunks), ``gen_ai.system_instructions`` and ``gen_ai.tool.definitions``
+  in the conventions' shapes (``messages``), as structured values, not JSON text.
+  Severity DEBUG, as the conventions ask.
 * ``gen_ai.client.operation.exception`` — once per failed chat call, in every mode:
   ``exception.type`` and ``exception.message`` (the redacted description the span's
   status has; a provider's error response summarized unless content goes on
@@ -13,23 +15,22 @@ logger otelmw's hook events use, in the context of the call's ``chat`` span:
   attributes. Severity WARN, as the conventions ask.
 
 ``chat_messages`` is the one place a chat call's messages are rendered for these
-events and for the agent span (``spans.turn.TurnContent``).
+events and for the agent span (``spans.turn.TurnContent``: the JSON text of the same
+shapes).
 """
 
 from __future__ import annotations
 
-import json
 import traceback
 from typing import Any, NamedTuple
 
 from opentelemetry import _logs
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
 from opentelemetry.trace import set_span_in_context
 
 from ..core.contract import CallInfo
 from . import attributes as a
-from .content import ContentPolicy
-from .responses import get
+from .content import ContentPolicy, MessageValue
+from .messages import OutputCollector, output_messages, request_content
 from .spans.operation import OpState, Signals
 from .spans.turn import current_turn_content
 from .values import error_description, error_type
@@ -37,51 +38,45 @@ from .values import error_description, error_type
 # Span attributes that hold content (as JSON text): the event's content comes from
 # ``chat_messages`` alone, in structured form.
 _SPAN_CONTENT_KEYS = frozenset({a.GEN_AI_INPUT_MESSAGES, a.GEN_AI_OUTPUT_MESSAGES,
-                                a.GEN_AI_SYSTEM_INSTRUCTIONS, g.GEN_AI_TOOL_DEFINITIONS})
+                                a.GEN_AI_SYSTEM_INSTRUCTIONS, a.GEN_AI_TOOL_DEFINITIONS})
 
 
 class ChatMessages(NamedTuple):
-    """One chat call's content, rendered (redacted, truncated JSON text); ``None``
-    where the request or response has none."""
+    """One chat call's content in the conventions' shapes (``messages``), each cut to
+    the content limit and redacted (``ContentPolicy.message_value``); ``None`` where
+    the call has none (or it was not asked for)."""
 
-    system_instructions: str | None
-    input_messages: str | None
-    output_messages: str | None
-
-
-def chat_messages(content: ContentPolicy, request: Any, response: Any) -> ChatMessages:
-    """The system instructions, input and output messages of one chat call, with
-    ``ContentPolicy.render``. The message shape comes from here alone, so a renderer
-    of the conventions' message parts takes over everywhere by changing this."""
-    system = inputs = outputs = None
-    if isinstance(request, dict):
-        msgs = request.get("messages", request.get("input"))
-        if msgs is not None:
-            inputs = content.render(msgs)
-        # Anthropic's ``system``, the Responses API's ``instructions``
-        instructions = request.get("system", request.get("instructions"))
-        if instructions:
-            system = content.render(instructions)
-    if response is not None:
-        choices = get(response, "choices")  # OpenAI chat completions
-        if isinstance(choices, list | tuple) and choices:
-            out: Any = [get(c, "message") for c in choices]
-        else:  # Anthropic messages, the Responses API
-            out = get(response, "content")
-            if out is None:
-                out = get(response, "output")
-        if out is not None:
-            outputs = content.render(out)
-    return ChatMessages(system, inputs, outputs)
+    input_messages: MessageValue | None
+    output_messages: MessageValue | None
+    system_instructions: MessageValue | None
+    tool_definitions: MessageValue | None
 
 
-def _structured(text: str) -> Any:
-    """On events the conventions want messages structured: the parsed JSON, or the
-    text when it is not JSON (cut by truncation)."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+def chat_messages(content: ContentPolicy, request: Any, response: Any,
+                  collected: OutputCollector | None = None, *,
+                  with_request_extras: bool = True) -> ChatMessages:
+    """The input and output messages of one chat call and, ``with_request_extras``,
+    its system instructions and tool definitions. The output comes from ``collected``
+    (what the chat span collected from the response or its stream chunks) when there
+    is one, else from the whole ``response`` (``None``: no output)."""
+    fit = content.message_value
+    asked = request_content(request)
+    if collected is not None:
+        outputs = collected.messages()
+    else:
+        outputs = output_messages(response) if response is not None else []
+    with_system = with_request_extras and asked.system_instructions
+    with_tools = with_request_extras and asked.tool_definitions
+    return ChatMessages(
+        input_messages=fit(asked.input_messages, keep_last=True) if asked.input_messages
+        else None,
+        output_messages=fit(outputs) if outputs else None,
+        system_instructions=fit(asked.system_instructions) if with_system else None,
+        tool_definitions=fit(asked.tool_definitions) if with_tools else None)
+
+
+def _text(fitted: MessageValue | None) -> str | None:
+    return None if fitted is None else fitted.text
 
 
 class InferenceEvents:
@@ -99,20 +94,33 @@ class InferenceEvents:
         """Whether a log processor wants ``event_name`` (nothing is built otherwise)."""
         return self._enabled is None or bool(self._enabled(event_name=event_name))
 
+    def details_wanted(self) -> bool:
+        """Whether a chat call's inference event is to be built (event capture, and a
+        log processor that wants it): the chat span collects its output then."""
+        return self.content.on_events and self._listened(a.EV_INFERENCE_DETAILS)
+
     def chat_ended(self, call: CallInfo, op: OpState, response: Any,
-                   error: BaseException | None) -> None:
-        """The chat span of ``op`` ended (with ``response`` or ``error``)."""
+                   error: BaseException | None,
+                   collected: OutputCollector | None = None) -> None:
+        """The chat span of ``op`` ended (with ``response`` or ``error``; ``collected``:
+        the output messages its facts collected, whole or streamed)."""
         try:
             turn = current_turn_content() if self.content.on_spans else None
-            details = self.content.on_events and self._listened(a.EV_INFERENCE_DETAILS)
+            details = self.details_wanted()
             if turn is not None or details:
+                failed = error is not None
                 messages = chat_messages(self.content, op.request,
-                                         response if error is None else None)
+                                         None if failed else response,
+                                         None if failed else collected,
+                                         with_request_extras=details)
                 if turn is not None:
-                    turn.model_call_ended(op.start, messages.input_messages,
-                                          messages.output_messages)
+                    turn.model_call_ended(op.start, _text(messages.input_messages),
+                                          _text(messages.output_messages))
                 if details:
                     self._details(op, messages)
+        except Exception as exc:
+            self.signals.internal_failure("chat_events", exc)
+        try:
             if error is not None and self._listened(a.EV_OPERATION_EXCEPTION):
                 self._exception(op, error)
         except Exception as exc:
@@ -123,11 +131,13 @@ class InferenceEvents:
         recorded = getattr(op.span, "attributes", None)  # an SDK span: all it recorded
         if recorded:
             attrs.update((k, v) for k, v in recorded.items() if k not in _SPAN_CONTENT_KEYS)
-        for key, text in ((a.GEN_AI_SYSTEM_INSTRUCTIONS, messages.system_instructions),
-                          (a.GEN_AI_INPUT_MESSAGES, messages.input_messages),
-                          (a.GEN_AI_OUTPUT_MESSAGES, messages.output_messages)):
-            if text is not None:
-                attrs[key] = _structured(text)
+        # On events the conventions want these structured, not as JSON text.
+        for key, fitted in ((a.GEN_AI_SYSTEM_INSTRUCTIONS, messages.system_instructions),
+                            (a.GEN_AI_INPUT_MESSAGES, messages.input_messages),
+                            (a.GEN_AI_OUTPUT_MESSAGES, messages.output_messages),
+                            (a.GEN_AI_TOOL_DEFINITIONS, messages.tool_definitions)):
+            if fitted is not None:
+                attrs[key] = fitted.value
         self.logger.emit(event_name=a.EV_INFERENCE_DETAILS,
                          severity_number=_logs.SeverityNumber.DEBUG, attributes=attrs,
                          context=set_span_in_context(op.span))

@@ -615,8 +615,11 @@ class OutputCollector:
         for _, choice in sorted(self._choices.items()):
             parts = []
             for part in choice.blocks.values():
+                # Copies: whoever renders them cuts them in place, the collector's stay.
                 if part["type"] == "tool_call":
                     part = {**part, "arguments": _arguments(part["arguments"] or None)}
+                else:
+                    part = dict(part)
                 parts.append(part)
             if parts:
                 out.append({"role": choice.role, "parts": parts,

@@ -253,8 +253,9 @@ class ChatSpans(ModelCallSpans):
             return None
 
     def _collecting(self, op: OpState, facts: ResponseFacts) -> ResponseFacts:
-        """``facts`` set to collect the output messages when content goes on the span."""
-        if self.content.on_spans and op.span.is_recording():
+        """``facts`` set to collect the output messages when content goes on the span
+        or the call's inference event is built (``EVENT_ONLY`` too, streams too)."""
+        if (self.content.on_spans and op.span.is_recording()) or self.events.details_wanted():
             facts.output = OutputCollector(self.content.max_length * 4)
         return facts
 
@@ -383,10 +384,12 @@ class ChatSpans(ModelCallSpans):
                     attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
-            output = self._output_messages(facts) if error is None else None
+            # (under EVENT_ONLY the output is collected for the event alone)
+            output = (self._output_messages(facts)
+                      if error is None and self.content.on_spans else None)
             if output is not None:
                 attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, facts.output_tokens)
         if error is not None or self.events.on_content:  # nothing to do otherwise
-            self.events.chat_ended(call, op, response, error)
+            self.events.chat_ended(call, op, response, error, facts.output)

@@ -6,8 +6,10 @@ failed, ended with the ``gen_ai.invoke_agent.duration`` point (``finished``).
 Under content capture on spans, the span also carries the turn's input and final
 answer as OpenInference's ``input.value``/``output.value`` (what Arize Phoenix
 shows for an agent span): the input messages of the turn's first model call and
-the output of its last, gathered by ``TurnContent`` from the chat spans that end
-inside the turn (``spans.chat`` reports them, ``events.chat_messages`` renders them).
+the output messages of its last, as JSON text in the GenAI conventions' shapes (those
+of the chat spans' ``gen_ai.input.messages``/``gen_ai.output.messages``), gathered by
+``TurnContent`` from the chat spans that end inside the turn (``spans.chat`` reports
+them, ``events.chat_messages`` renders them).
 """
 
 from __future__ import annotations
