@@ -407,3 +407,17 @@ def test_a_long_conversation_on_the_event_is_cut_inside_its_parts_and_stays_vali
     assert inputs[-1]["parts"][0]["content"].endswith("…")
     assert output["finish_reason"] == "length"
     assert output["parts"][0]["content"].endswith("…")
+
+
+def test_a_lone_surrogate_in_content_cannot_break_the_event() -> None:
+    # A lone surrogate would make the OTLP export of the whole batch fail.
+    h = TelemetryHarness(EVENT_ONLY, hook_events="none")
+    request = {"model": MODEL, "messages": [{"role": "user", "content": "a\ud800b"}]}
+    run_call(h.pipeline, "sync", "llm", request, lambda r: RESPONSE)
+    (event,) = h.logs_named(DETAILS)
+    h.close()
+    h.assert_clean()
+    got = _check_event(event.attributes, ("gen_ai.input.messages",))
+    text = got["gen_ai.input.messages"][0]["parts"][0]["content"]
+    assert text == "a?b"
+    text.encode("utf-8")
