@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -79,3 +80,28 @@ def clean_env(tmp_path: os.PathLike[str] | str, **extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+# Components the tests start themselves, built by scripts/test-all.sh outside the matrix
+# environments (scripts/components/*.txt) and handed over by the interpreter's path.
+REPO = Path(__file__).resolve().parents[2]
+PHOENIX_PYTHON = "OTELMW_PHOENIX_PYTHON"
+
+
+def phoenix_python() -> str:
+    """The interpreter of a virtual environment with Arize Phoenix
+    (scripts/components/phoenix.txt): ``OTELMW_PHOENIX_PYTHON`` as scripts/test-all.sh
+    exports it, else the newest venv that script completed under
+    ``.cache/venvs/phoenix-*`` (a plain ``pytest`` after one ``test-all.sh``).
+    Missing: a failure under CI, a skip elsewhere."""
+    named = os.environ.get(PHOENIX_PYTHON, "").strip()
+    if named:
+        if not os.access(named, os.X_OK):
+            pytest.fail(f"{PHOENIX_PYTHON}={named} is not an executable", pytrace=False)
+        return named
+    built = sorted((d for d in (REPO / ".cache" / "venvs").glob("phoenix-*")
+                    if (d / ".complete").exists() and (d / "bin" / "python").exists()),
+                   key=lambda d: (d / ".complete").stat().st_mtime)
+    if built:
+        return str(built[-1] / "bin" / "python")
+    unavailable(f"Arize Phoenix ({PHOENIX_PYTHON}, or a venv built by scripts/test-all.sh)")
