@@ -9,9 +9,17 @@
 # deselected); "# only:" limits it to the tests of those hosts.
 # OTELMW_TEST_ENVS="current" runs a subset of environments.
 #
-# This script starts and stops nothing but its own pytest runs: it never stops or
-# kills a service (the tests start their own prometheus on a free port and their own
-# config).
+# Components (scripts/components/*.txt) are programs the tests start that need a Python
+# of their own (Arize Phoenix: its ~140 dependencies include an anthropic 1.x, where the
+# matrix pins 2.x). Each is a venv of its pins alone (no otelmw), cached as
+# .cache/venvs/<name>-<hash> (the hash covers its pins and the Python), built in the
+# background while the environments build, and handed to the tests of the environments
+# its "# envs:" line names as OTELMW_<NAME>_PYTHON. A component that fails to build
+# fails the run.
+#
+# This script starts and stops nothing but its own venv builds and pytest runs: it never
+# stops or kills a service (the tests start their own prometheus and Phoenix on free
+# ports, with their own config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,29 +69,34 @@ env_field() {  # env_field FILE NAME: the value of the "# NAME:" header line, if
   sed -n "s/^# $2:[[:space:]]*//p" "$1" | head -n1
 }
 
-env_hash() {  # what a cached venv was built from: the pins, the project, the Python
-  "$PYTHON" - "$1" <<'EOF'
+env_hash() {  # env_hash FILE KIND: what a cached venv was built from: the pins, the
+  # project (KIND "env"; a component has no otelmw in it), the Python
+  "$PYTHON" - "$1" "$2" <<'EOF'
 import hashlib, json, sys, tomllib
 h = hashlib.sha256(open(sys.argv[1], "rb").read())
-with open("pyproject.toml", "rb") as f:
-    h.update(json.dumps(tomllib.load(f)["project"], sort_keys=True).encode())
+if sys.argv[2] == "env":
+    with open("pyproject.toml", "rb") as f:
+        h.update(json.dumps(tomllib.load(f)["project"], sort_keys=True).encode())
 h.update(f"{sys.executable} {sys.version}".encode())
 print(h.hexdigest()[:12])
 EOF
 }
 
-ensure_venv() {  # ensure_venv NAME FILE: prints the venv directory, ready to use
-  local name="$1" file="$2" dir
-  dir=".cache/venvs/$name-$(env_hash "$file")"
+ensure_venv() {  # ensure_venv NAME FILE [KIND]: prints the venv directory, ready to use.
+  # KIND "env" (default): otelmw (editable, [test]) and the pins; "component": the pins.
+  local name="$1" file="$2" kind="${3:-env}" dir
+  local -a project=()
+  if [ "$kind" = env ]; then project=(-e '.[test]'); fi
+  dir=".cache/venvs/$name-$(env_hash "$file" "$kind")"
   if [ -f "$dir/.complete" ]; then
-    say "env $name: cached venv $dir"
+    say "$kind $name: cached venv $dir"
   else
-    say "env $name: creating venv $dir (otelmw[test] + $(grep -v '^#' "$file" | xargs))"
+    say "$kind $name: creating venv $dir (${project[*]:+otelmw[test] + }$(grep -v '^#' "$file" | xargs))"
     # Called in a condition, so `set -e` does not apply here: every step checks.
     rm -rf .cache/venvs/"$name"-* || return 1  # this build's leftovers, superseded builds
     mkdir -p .cache/venvs || return 1
     "$PYTHON" -m venv "$dir" >&2 || return 1
-    pip_install "$dir/bin/python" -e '.[test]' -r "$file" >&2 || return 1
+    pip_install "$dir/bin/python" "${project[@]}" -r "$file" >&2 || return 1
     touch "$dir/.complete" || return 1
   fi
   printf '%s\n' "$dir"
@@ -107,6 +120,43 @@ fi
 summary=()
 failed=0
 ran_tests=0
+
+# ------------------------------------------------------------------- components
+# Built in the background from here (a pip install of minutes, beside the
+# environments' own), waited for just before the first environment using one runs pytest.
+declare -A component_pid=() component_users=()
+selected_names=" $(for file in "${selected[@]}"; do basename "$file" .txt; done | xargs) "
+for file in scripts/components/*.txt; do
+  [ -e "$file" ] || continue
+  name="$(basename "$file" .txt)"
+  users=" $(env_field "$file" envs) "
+  wanted=0
+  for user in $users; do [[ "$selected_names" == *" $user "* ]] && wanted=1; done
+  ((wanted)) || continue
+  mkdir -p .cache/venvs
+  ensure_venv "$name" "$file" component \
+    >".cache/venvs/$name.dir" 2>".cache/venvs/$name.build.log" &
+  component_pid[$name]=$!
+  component_users[$name]="$users"
+  say "component $name: preparing in the background (log: .cache/venvs/$name.build.log)"
+done
+
+component_ready() {  # component_ready NAME: waits for its build, exports its interpreter
+  local name="$1" var waited=$SECONDS
+  [ -n "${component_pid[$name]}" ] || return 0  # waited for already
+  var="OTELMW_$(printf '%s' "$name" | tr '[:lower:]-' '[:upper:]_')_PYTHON"
+  if wait "${component_pid[$name]}"; then
+    export "$var=$PWD/$(cat ".cache/venvs/$name.dir")/bin/python"
+    say "component $name: ready (waited $((SECONDS - waited))s): $var=${!var}"
+  else
+    tail -n 30 ".cache/venvs/$name.build.log" >&2
+    say "component $name: FAILED to install (log: .cache/venvs/$name.build.log)"
+    summary+=("component $name: install failed")
+    failed=1
+  fi
+  component_pid[$name]=""
+}
+
 i=0
 for file in "${selected[@]}"; do
   i=$((i + 1))
@@ -119,6 +169,11 @@ for file in "${selected[@]}"; do
     failed=1
     continue
   fi
+  for component in "${!component_users[@]}"; do
+    if [[ "${component_users[$component]}" == *" $name "* ]]; then
+      component_ready "$component"
+    fi
+  done
   hosts="$(env_field "$file" hosts)"
   only="$(env_field "$file" only)"
   say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
@@ -137,6 +192,9 @@ for file in "${selected[@]}"; do
   say "=== [$i/${#selected[@]}] env $name: ${summary[-1]#"$name: "}"
 done
 
+for component in "${!component_pid[@]}"; do  # its environments never got to pytest
+  component_ready "$component"
+done
 say "summary:"
 for line in "${summary[@]}"; do say "    $line"; done
 if ((failed)); then exit 1; fi
