@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _support.cli import otelmw_cmd
 from _support.components import clean_env, phoenix_python
 from _support.phoenix import PhoenixServer, PhoenixSpan
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
@@ -119,11 +120,6 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]
         yield server
 
 
-def otelmw_command() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    return [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
-
-
 def child_env(tmp: Path, phoenix: PhoenixServer, project: str, capture: str,
               **extra: str) -> dict[str, str]:
     """The docs/backends.md recipe: traces by OTLP/HTTP to Phoenix's UI port, metrics
@@ -148,7 +144,7 @@ def run_ok(argv: list[str], env: dict[str, str], cwd: Path) -> str:
 
 def run_demo(tmp: Path, phoenix: PhoenixServer, project: str, capture: str
              ) -> list[tuple[int, int]] | None:
-    out = run_ok([*otelmw_command(), "demo", "--quiet"],
+    out = run_ok([*otelmw_cmd(), "demo", "--quiet"],
                  child_env(tmp, phoenix, project, capture), tmp)
     assert "ran 2 turns" in out, out
     return None  # the demo's model is in-process: no request log to compare with
@@ -163,7 +159,7 @@ def run_host(program: Path, args: list[str], scripted: list[ScriptedReply | str]
             llm.push(*scripted)
             env = child_env(tmp, phoenix, project, capture, OPENAI_BASE_URL=llm.base_url,
                             OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0")
-            run_ok([*otelmw_command(), "run", "--", sys.executable, str(program), *args],
+            run_ok([*otelmw_cmd(), "run", "--", sys.executable, str(program), *args],
                    env, tmp)
             chats = [r for r in llm.requests if r.api == "chat"]
             assert all(r.usage is not None for r in chats)
