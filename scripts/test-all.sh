@@ -146,6 +146,7 @@ component_ready() {  # component_ready NAME: waits for its build, exports its in
   [ -n "${component_pid[$name]}" ] || return 0  # waited for already
   var="OTELMW_$(printf '%s' "$name" | tr '[:lower:]-' '[:upper:]_')_PYTHON"
   if wait "${component_pid[$name]}"; then
+    grep '^test-all: ' ".cache/venvs/$name.build.log" >&2 || true  # cached, or built
     export "$var=$PWD/$(cat ".cache/venvs/$name.dir")/bin/python"
     say "component $name: ready (waited $((SECONDS - waited))s): $var=${!var}"
   else
