@@ -170,13 +170,13 @@ def run_host(program: Path, args: list[str], scripted: list[ScriptedReply | str]
 
 RUNNERS: dict[str, Callable[[Path, PhoenixServer, str, str], list[tuple[int, int]] | None]] = {
     "demo": run_demo,
-    # The first turn's tool call comes from the server's policy (first tool offered);
-    # the second turn's is scripted, then its answer follows the policy again.
+    # Every reply scripted: turn 1 calls get_weather, turn 2 get_stock (which raises).
     "openai": run_host(OPENAI_PROGRAM, list(QUESTIONS),
                        [ScriptedReply(tool_calls=[("get_weather", {"city": CITY})]),
                         "done: sunny",
                         ScriptedReply(tool_calls=[("get_stock", {"ticker": "ZZZZ"})]),
                         "done: no price"]),
+    # The server's policy: call the first tool offered, then answer from its result.
     "praisonai": run_host(PRAISONAI_PROGRAM, [], []),
 }
 
