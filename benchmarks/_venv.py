@@ -103,10 +103,17 @@ def ensure_venv(path: Path = DEFAULT_VENV, log=print, openai: str | None = None)
     py = venv_python(path)
     if py.exists() and stamp.exists():
         try:
-            if json.loads(stamp.read_text()).get("requirements") == reqs:
-                return py
+            stamped = json.loads(stamp.read_text())
         except ValueError:
-            pass
+            stamped = {}
+        if stamped.get("requirements") == reqs:
+            if stamped.get("otelmw") != str(ROOT):  # made for another checkout
+                log(f"[setup] pointing the anchors venv's otelmw at {ROOT}")
+                subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps",
+                                "--disable-pip-version-check", "-e", str(ROOT)], check=True)
+                stamp.write_text(json.dumps({"requirements": reqs, "otelmw": str(ROOT)},
+                                            indent=1))
+            return py
     if not py.exists():
         log(f"[setup] creating anchors venv at {path} (one time, ~1 min)")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +128,7 @@ def ensure_venv(path: Path = DEFAULT_VENV, log=print, openai: str | None = None)
     check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
     if check.returncode != 0:
         log("[setup] pip check in the anchors venv reports:\n" + check.stdout + check.stderr)
-    stamp.write_text(json.dumps({"requirements": reqs}, indent=1))
+    stamp.write_text(json.dumps({"requirements": reqs, "otelmw": str(ROOT)}, indent=1))
     return py
 
 
