@@ -102,32 +102,27 @@ def _sdk_log(data: Any) -> dict[str, Any]:
             "attributes": _attrs(getattr(rec, "attributes", None))}
 
 
+def _record_before(cls: Any, method: str, record: Any) -> None:
+    """Make ``cls.method(self, item)`` add ``record(item)`` to the snapshot first."""
+    original = getattr(cls, method)
+
+    def recording(self: Any, item: Any) -> None:
+        try:
+            RECORDER.add(record(item))
+        except Exception as exc:  # the record must never break a test
+            RECORDER.add({"signal": "snapshot-error", "error": repr(exc)})
+        original(self, item)
+
+    setattr(cls, method, recording)
+
+
 def _install_sdk_patches() -> None:
     from opentelemetry.sdk import _logs, trace
 
     for cls in (trace.SynchronousMultiSpanProcessor, trace.ConcurrentMultiSpanProcessor):
-        original_end = cls.on_end
-
-        def on_end(self: Any, span: Any, _orig: Any = original_end) -> None:
-            try:
-                RECORDER.add(_sdk_span(span))
-            except Exception as exc:
-                RECORDER.add({"signal": "snapshot-error", "error": repr(exc)})
-            _orig(self, span)
-
-        cls.on_end = on_end  # type: ignore[method-assign]
-
+        _record_before(cls, "on_end", _sdk_span)
     for lcls in (_logs.SynchronousMultiLogRecordProcessor, _logs.ConcurrentMultiLogRecordProcessor):
-        original_emit = lcls.on_emit
-
-        def on_emit(self: Any, data: Any, _orig: Any = original_emit) -> None:
-            try:
-                RECORDER.add(_sdk_log(data))
-            except Exception as exc:
-                RECORDER.add({"signal": "snapshot-error", "error": repr(exc)})
-            _orig(self, data)
-
-        lcls.on_emit = on_emit  # type: ignore[method-assign]
+        _record_before(lcls, "on_emit", _sdk_log)
 
 
 def _install_receiver_patch() -> None:
