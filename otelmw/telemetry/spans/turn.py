@@ -37,6 +37,7 @@ from .operation import (
 _INTERNAL = SpanKind.INTERNAL
 # The turn's ``TurnContent`` in the OpenTelemetry context the turn attaches (only
 # under content capture on spans): carried wherever the turn's spans are.
+# An OpenTelemetry context key, internal to the process: never exported.
 _TURN_CONTENT = otel_context.create_key("otelmw.turn_content")
 
 
