@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _support.calls import MODEL, MODES, TOOL
 from _support.digest_key import keyed_hex
-from _support.telemetry import TelemetryHarness, all_exported_text
+from _support.telemetry import TelemetryHarness, all_exported_text, assert_cut_to
 
 from otelmw.telemetry import ContentPolicy, default_redactor, digest, digests, set_redactor
 from otelmw.telemetry.content import (
@@ -23,6 +23,7 @@ from otelmw.telemetry.content import (
     NO_CONTENT,
     SPAN_AND_EVENT,
     SPAN_ONLY,
+    mime_type,
 )
 from otelmw.telemetry.digests import canonical_bytes
 
@@ -195,12 +196,47 @@ def test_truncation_to_max_length(harnesses: list[TelemetryHarness], policy: str
             captured += list(rec.body.values())
     captured = [v for v in captured if not v.startswith("[{")]
     assert len(captured) >= 2
-    for value in captured:
-        assert len(value) <= 64
-        assert value.endswith("…[truncated]")
+    # The tool's arguments and result are structures: JSON still, cut inside strings.
+    assert {assert_cut_to(value, 64) for value in captured} == {"json"}
     text = json.dumps(captured, ensure_ascii=False)
     for canary in CANARIES:
         assert canary not in text
+
+
+class _Model:
+    """A pydantic-like value: rendered through its ``model_dump``."""
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        return {"rows": [{"name": f"row {i}", "note": "n" * 40} for i in range(500)]}
+
+
+CUT_STRUCTURES = {
+    "long strings": ({"path": "/data/" + "x" * 900, "n": 3, "tags": ["a" * 300, "ok"]},
+                     lambda v: v["n"] == 3 and v["tags"][1] == "ok"
+                     and v["path"].startswith("/data/x") and v["path"].endswith("…")),
+    "many numbers": (list(range(100_000)), lambda v: v[:3] == [0, 1, 2] and v[-1] == "…"),
+    "many keys": ({f"key{i}": i for i in range(5000)},
+                  lambda v: v["key0"] == 0 and v["…"] == "…"),
+    "deep nesting": (json.loads("[" * 200 + "]" * 200),
+                     lambda v: "…" in json.dumps(v, ensure_ascii=False)),
+    "model": (_Model(), lambda v: v["rows"][0]["name"] == "row 0"),
+    "secret in a cut string": ({"note": "api_key=sk-abcdefghijklmnopqrstu " + "z" * 500},
+                               lambda v: "sk-abc" not in json.dumps(v)
+                               and v["note"].startswith("api_key=[REDACTED] zz")),
+}
+
+
+@pytest.mark.parametrize("name", CUT_STRUCTURES)
+def test_a_structure_cut_to_the_limit_stays_json_of_its_shape(name: str) -> None:
+    value, holds = CUT_STRUCTURES[name]
+    text = ContentPolicy(SPAN_ONLY, 120).render(value)
+    assert len(text) <= 120 and mime_type(text) == "application/json", text
+    assert holds(json.loads(text)), text
+
+
+def test_a_text_cut_to_the_limit_is_marked() -> None:
+    text = ContentPolicy(SPAN_ONLY, 50).render("word " * 100)
+    assert len(text) == 50 and text.endswith("…[truncated]") and mime_type(text) == "text/plain"
 
 
 def test_render_short_value_untouched_and_unserializable_never_raises() -> None:

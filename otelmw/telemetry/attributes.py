@@ -114,11 +114,6 @@ MIME_JSON: Final = "application/json"
 MIME_TEXT: Final = "text/plain"
 
 
-def mime_type(rendered: str) -> str:
-    """OpenInference's mime type of a rendered value: a rendered object or list is
-    JSON, a string is rendered as itself."""
-    return MIME_JSON if rendered.startswith(("{", "[")) else MIME_TEXT
-
 # Event names (log records) of the GenAI conventions.
 EV_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
 EV_OPERATION_EXCEPTION: Final = "gen_ai.client.operation.exception"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from ..core import settings as cfg
+from .attributes import MIME_JSON, MIME_TEXT
 from .digests import _json_default
 from .messages import BINARY, CONTENT_FIELDS, OPTIONAL
 
@@ -34,6 +35,7 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _dumps = _COMPACT.encode
 MIN_SHARE: Final = 32  # characters of content each message taken is promised
 CUT: Final = "…"  # ends a part content that was cut (inside the content, never after the JSON)
+TRUNCATED: Final = "…[truncated]"  # ends a captured text cut at the content limit
 
 NO_CONTENT: Final = "NO_CONTENT"
 SPAN_ONLY: Final = "SPAN_ONLY"
@@ -181,13 +183,17 @@ class ContentPolicy:
         """Serialize (bounded), redact, truncate and clean one captured value.
         Never raises; the cost is bounded by ``max_length`` whatever the value."""
         cap = self.max_length * 4
+        whole_json = False
         try:
             if isinstance(value, str):
                 text = value[:cap]
             elif isinstance(value, bytes | bytearray | memoryview):
                 text = bytes(value[:cap]).decode("utf-8", "replace")
             else:
-                text, _ = _bounded_json(_RENDER, value, cap)
+                text, whole_json = _bounded_json(_RENDER, value, cap)
+                if not whole_json:  # too big to render whole: its first items
+                    pruned = _pruned(value, cap, self.max_length)
+                    text, whole_json = _bounded_json(_RENDER, pruned, cap * 2)
         except Exception:
             try:
                 text = reprlib.repr(value)
@@ -195,7 +201,13 @@ class ContentPolicy:
                 text = f"<{type(value).__name__}>"
         text = redact(text)
         if len(text) > self.max_length:
-            text = text[: self.max_length - 15] + "…[truncated]"
+            fitted = _fit_json(text, self.max_length) if whole_json else None
+            if fitted is None and whole_json:  # its keys alone are too long: fewer items
+                half = self.max_length // 2
+                fitted = _fit_json(_RENDER.encode(_pruned(json.loads(text), half, half)),
+                                   self.max_length)
+            text = fitted if fitted is not None else (
+                text[: self.max_length - len(TRUNCATED)] + TRUNCATED)
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
             text = text.encode("utf-8", "replace").decode("utf-8")
         return text
@@ -369,6 +381,99 @@ def _cut_text(text: str, share: int) -> str:
     if over > 0:
         prefix = prefix[: max(0, len(prefix) - over)]
     return prefix + CUT
+
+
+def mime_type(rendered: str) -> str:
+    """OpenInference's mime type of a ``ContentPolicy.render`` text: a rendered object or
+    list is JSON (also when cut: it is cut inside its strings), a string is itself, and
+    so is a structure that had to be cut as text."""
+    if rendered.startswith(("{", "[")) and not rendered.endswith(TRUNCATED):
+        return MIME_JSON
+    return MIME_TEXT
+
+
+MAX_DEPTH: Final = 32  # nesting kept by ``_pruned``; deeper values become ``CUT``
+
+
+def _pruned(value: Any, budget: int, longest: int) -> Any:
+    """A JSON-ready copy of ``value`` of about ``budget`` characters at most: strings and
+    bytes cut to ``longest`` (a later cut shares the limit between them), containers
+    stopped when the budget runs out, with ``CUT`` as their last item (a dict:
+    ``CUT: CUT``), models through their ``model_dump``. Its cost is bounded by
+    ``budget``, whatever the value."""
+    return _prune(value, max(0, budget), max(0, longest), 0)[0]
+
+
+def _prune(value: Any, budget: int, longest: int, depth: int) -> tuple[Any, int]:
+    if isinstance(value, str):
+        kept = min(len(value), budget, longest)
+        return value[:kept], kept + 2
+    if value is None or isinstance(value, bool | int | float):
+        return value, 6
+    if depth >= MAX_DEPTH:
+        return CUT, 3
+    if isinstance(value, bytes | bytearray | memoryview):
+        value = bytes(value[: min(budget, longest) * 3 // 4])
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        used = 2
+        for key, item in value.items():
+            name = key if isinstance(key, str) else str(key)
+            if used + len(name) + 4 >= budget:
+                out[CUT] = CUT
+                break
+            out[name], cost = _prune(item, budget - used - len(name) - 4, longest, depth + 1)
+            used += cost + len(name) + 4
+        return out, used
+    if isinstance(value, list | tuple):
+        items: list[Any] = []
+        used = 2
+        for item in value:
+            if used + 2 >= budget:
+                items.append(CUT)
+                break
+            kept, cost = _prune(item, budget - used - 2, longest, depth + 1)
+            items.append(kept)
+            used += cost + 2
+        return items, used
+    converted = _json_default(value)  # a model's dump, a set's items, or its type's name
+    if converted is value:
+        return CUT, 3
+    return _prune(converted, budget, longest, depth + 1)
+
+
+def _fit_json(text: str, limit: int) -> str | None:
+    """``text`` (a captured structure rendered as JSON and redacted) cut to ``limit``
+    characters *inside* its strings, so that it stays JSON of the same shape: each
+    string gets an equal share of what the keys, numbers and brackets leave (shorter
+    ones kept whole). ``None`` when the structure alone does not fit, or when the
+    redactor left no JSON to parse."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    leaves: list[tuple[Any, Any, str]] = []  # (container, key or index, string)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else (
+            enumerate(node) if isinstance(node, list) else ())
+        for key, item in items:
+            if isinstance(item, str):
+                leaves.append((node, key, item))
+            elif isinstance(item, dict | list):
+                stack.append(item)
+    for container, key, _ in leaves:
+        container[key] = ""
+    skeleton = len(_RENDER.encode(value))
+    share = _share([len(_RENDER.encode(s)) - 2 for _, _, s in leaves], limit - skeleton)
+    if share is not None and share <= len(CUT):
+        return None
+    for container, key, string in leaves:
+        container[key] = string if share is None or len(_RENDER.encode(string)) - 2 <= share \
+            else _cut_text(string, share)
+    out = _RENDER.encode(value)
+    return out if len(out) <= limit else None
 
 
 def _bounded_json(encoder: json.JSONEncoder, value: Any, cap: int) -> tuple[str, bool]:

@@ -330,3 +330,15 @@ def all_exported_text(harness: TelemetryHarness) -> list[str]:
 def json_attr(value: Any) -> Any:
     assert isinstance(value, str), value
     return json.loads(value)
+
+
+def assert_cut_to(value: Any, limit: int) -> str:
+    """``value``, a captured text longer than the content limit was, is cut to ``limit``
+    characters: a structure stays JSON, cut inside its strings or items (each cut ends
+    with ``…``); a text ends with ``…[truncated]``. Returns how it was cut."""
+    assert isinstance(value, str) and len(value) <= limit, (len(value), value)
+    if value.endswith("…[truncated]"):
+        return "text"
+    parsed = json.loads(value)  # a cut structure is still JSON
+    assert isinstance(parsed, dict | list) and "…" in value, value
+    return "json"

@@ -29,6 +29,7 @@ from ...core.contract import CallInfo
 from ...core.registry import Layer
 from ...core.seam import ERROR, FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
 from .. import attributes as a
+from ..content import mime_type
 from ..context import raw_detach as _detach
 from ..values import MAX_STR, short_text
 from ..values import clean_str as _c
@@ -150,7 +151,7 @@ class LayerSpans:
         input or output value; returns the text."""
         if text is None:
             text = self.content.render(value)
-        span.set_attributes({value_key: text, mime_key: a.mime_type(text)})
+        span.set_attributes({value_key: text, mime_key: mime_type(text)})
         return text
 
     def finished(self, call: CallInfo, token: LayerToken | None, outcome: str,

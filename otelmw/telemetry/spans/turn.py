@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind
 
 from ...core.contract import RuntimeContext
 from .. import attributes as a
+from ..content import mime_type
 from ..context import end_current, restore_context
 from ..values import clean_str as _c
 from ..values import put_present
@@ -141,6 +142,6 @@ def _show_turn_content(span: trace.Span, content: TurnContent) -> None:
                                       (content.output_value, a.OUTPUT_VALUE,
                                        a.OUTPUT_MIME_TYPE)):
         if text is not None:
-            shown[value_key], shown[mime_key] = text, a.mime_type(text)
+            shown[value_key], shown[mime_key] = text, mime_type(text)
     if shown:
         span.set_attributes(shown)
