@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,44 @@ def test_without_a_usable_home_digests_still_work_with_one_warning(
     assert first == second and first[0].startswith("sha256-keyed:")
     warnings = [r.getMessage() for r in caplog.records if "digest key" in r.getMessage()]
     assert len(warnings) == 1 and "OTELMW_DIGEST_KEY" in warnings[0]
+
+
+SETTINGS_KEY = "the-settings-own-key-0123"
+SETTINGS_CHILD = textwrap.dedent("""
+    import json
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from otelmw import get_pipeline
+    from otelmw.core import settings as cfg
+    from otelmw.telemetry.setup import configure
+
+    settings = cfg.load().with_value(cfg.DIGEST_KEY, %r).with_value(cfg.DIGEST_MAX_BYTES, 64)
+    telemetry = configure("digest-settings", settings=settings)
+    memory = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(memory))
+    for result in ("4821", "x" * 1000):
+        get_pipeline().run_tool("lookup", {"q": 1}, lambda args, r=result: r)
+    print(json.dumps([s.attributes["otelmw.result.raw.digest"] for s in memory.get_finished_spans()
+                      if s.name == "execute_tool lookup"]))
+    telemetry.shutdown()
+""") % SETTINGS_KEY
+
+
+def test_the_settings_handed_to_configure_key_and_bound_the_digests(tmp_path: Path) -> None:
+    """``configure(settings=...)``: its ``OTELMW_DIGEST_KEY`` and ``OTELMW_DIGEST_MAX_BYTES``
+    are the ones the tool spans' digests use, not the environment's."""
+    env = clean_env(tmp_path, OTELMW_DIGEST_KEY="the-environment-key-0123",
+                    OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+                    OTEL_LOGS_EXPORTER="none")
+    proc = subprocess.run([sys.executable, "-c", SETTINGS_CHILD], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pin, long = json.loads(proc.stdout.strip().splitlines()[-1])
+    key = SETTINGS_KEY.encode()
+    assert pin == "sha256-keyed:" + keyed_hex(PIN.encode(), key)
+    # 1,000 characters over a 64-byte cap: sampled, its first and last 32
+    assert long == "sha256-keyed-sampled:" + keyed_hex(b"1000:" + b"x" * 64, key)
 
 
 def _documented(pattern: str) -> str:

@@ -150,13 +150,15 @@ def use_key(key: bytes) -> None:
     _mac = hashlib.sha256(key_block(key))
 
 
-def load_key(home: Path | None = None) -> bytes:
-    """The deployment's digest key: ``OTELMW_DIGEST_KEY`` when set, else the text of
-    ``$OTELMW_HOME/digest.key`` (created on first use: 32 random bytes as 64 hex
-    characters, mode 0600; concurrent first processes agree on one file), UTF-8 encoded
-    without surrounding whitespace. Raises ``OSError`` when the file can be neither read
+def load_key(home: Path | None = None, given: str | None = None) -> bytes:
+    """The deployment's digest key: ``given`` (``OTELMW_DIGEST_KEY``) when set, else the
+    text of ``home``'s (``$OTELMW_HOME``'s) ``digest.key`` (created on first use: 32
+    random bytes as 64 hex characters, mode 0600; concurrent first processes agree on
+    one file), UTF-8 encoded without surrounding whitespace. Either read from the
+    environment when not given. Raises ``OSError`` when the file can be neither read
     nor created, ``ValueError`` when it holds fewer than 16 characters."""
-    given = cfg.DIGEST_KEY.read(strict=False)  # configure() validated it strictly
+    if given is None:
+        given = cfg.DIGEST_KEY.read(strict=False)  # configure() validated it strictly
     if given:
         return given.encode("utf-8")
     if home is None:
@@ -190,20 +192,35 @@ def _create_key_file(path: Path) -> str:
     return text
 
 
+def _usable_key(home: Path | None = None, given: str | None = None) -> bytes:
+    """``load_key``, or without a usable key a per-process random one, with one
+    warning. Never raises."""
+    try:
+        return load_key(home, given)
+    except (OSError, ValueError) as exc:
+        logger.warning(
+            "otelmw: no digest key (%s); this process's digests use a random key "
+            "and cannot be compared with other processes' - set OTELMW_DIGEST_KEY "
+            "or make $OTELMW_HOME writable", exc)
+        return secrets.token_bytes(32)
+
+
+def use_settings(settings: cfg.Settings) -> None:
+    """Key every later digest with the key ``settings`` name (``configure()``: its
+    ``OTELMW_DIGEST_KEY``, else the key file of its ``OTELMW_HOME``, created now when
+    missing). Never raises (see ``_usable_key``)."""
+    global _mac
+    key = _usable_key(settings[cfg.HOME], settings[cfg.DIGEST_KEY])
+    with _key_lock:
+        _mac = hashlib.sha256(key_block(key))
+
+
 def _keyed() -> Any:
-    """The keyed SHA-256 state, loading the key on first use. Never raises: without a
-    usable key, a per-process random key, with one warning."""
+    """The keyed SHA-256 state, loading the key of the environment on first use (a
+    program that digests without ``configure()``). Never raises."""
     with _key_lock:
         if _mac is None:
-            try:
-                key = load_key()
-            except (OSError, ValueError) as exc:
-                logger.warning(
-                    "otelmw: no digest key (%s); this process's digests use a random key "
-                    "and cannot be compared with other processes' - set OTELMW_DIGEST_KEY "
-                    "or make $OTELMW_HOME writable", exc)
-                key = secrets.token_bytes(32)
-            use_key(key)
+            use_key(_usable_key())
     return _mac
 
 

@@ -76,16 +76,17 @@ class HookEventEmitter:
             attrs[a.OTELMW_MIDDLEWARE_TRACE] = redact(
                 json.dumps(trace_entries, default=str)[:4096])
         body: dict[str, Any] = {}
+        cap = self.signals.digest_max_bytes
         for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
                           ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
             if key in payload:
-                attrs[attr], _ = digest_once(call, payload[key])
+                attrs[attr], _ = digest_once(call, payload[key], cap)
                 if self.content.on_events:
                     body[key] = self.content.render(payload[key])
         normalized = payload.get("normalized")
         if isinstance(normalized, NormalizedToolResult):
             attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
-            attrs[a.OTELMW_RESULT_RAW_DIGEST], _ = digest_once(call, normalized.raw_result)
+            attrs[a.OTELMW_RESULT_RAW_DIGEST], _ = digest_once(call, normalized.raw_result, cap)
             if self.content.on_events:
                 body["result"] = self.content.render(normalized.model_text())
         status = payload.get("status")

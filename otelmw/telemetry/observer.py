@@ -21,6 +21,7 @@ from .. import __version__
 from ..core.contract import CallInfo
 from ..core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
 from . import attributes as a
+from . import digests
 from .content import ContentPolicy
 from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEventEmitter, hook_events_mode
 from .metrics import Instruments
@@ -48,7 +49,8 @@ class TelemetryObserver:
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
                  logger_provider: Any = None, content: ContentPolicy | None = None,
                  failures: FailureLog | None = None, hook_events: str | None = None,
-                 middleware_metrics: bool | None = None) -> None:
+                 middleware_metrics: bool | None = None,
+                 digest_max_bytes: int | None = None) -> None:
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
@@ -57,8 +59,9 @@ class TelemetryObserver:
         self.failures = failures
         # Which hook firings the core reports (``PipelineObserver.hook_events``).
         self.hook_events: str = hook_events_mode(hook_events)
-        signals = self.signals = Signals(self.tracer, self.logger, self.inst, self.content,
-                                         failures)
+        signals = self.signals = Signals(
+            self.tracer, self.logger, self.inst, self.content, failures,
+            digests.MAX_BYTES if digest_max_bytes is None else digest_max_bytes)
 
         self.chat = ChatSpans(signals)
         self.embeddings = EmbeddingsSpans(signals)

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from ..core import settings as cfg
 from ..core.pipeline import Pipeline, get_pipeline
-from . import health, lifecycle, spool
+from . import digests, health, lifecycle, spool
 from .content import ContentPolicy
 from .context import instrument_threads
 from .observer import TelemetryObserver
@@ -343,7 +343,9 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             owned.append(lp)
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures,
                                      hook_events=s[cfg.HOOK_EVENTS],
-                                     middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
+                                     middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on",
+                                     digest_max_bytes=s[cfg.DIGEST_MAX_BYTES])
+        digests.use_settings(s)
         health.install_queue_filter()
         health.register_drop_metric(observer.meter)
         spool.register_spool_metric(observer.meter)

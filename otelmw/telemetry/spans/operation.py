@@ -37,6 +37,7 @@ class Signals:
     inst: Instruments
     content: ContentPolicy
     failures: FailureLog | None
+    digest_max_bytes: int  # ``OTELMW_DIGEST_MAX_BYTES`` of the observer's settings
 
     def internal_failure(self, where: str, exc: BaseException) -> None:
         """A fault of the telemetry itself: counted under ``instrumentation``,
@@ -118,17 +119,18 @@ class Digested(NamedTuple):
     digest: tuple[str, int]
 
 
-def digest_once(call: CallInfo, value: Any) -> tuple[str, int]:
-    """``digests.digest(value)`` (digest, size), computed once per object and call."""
+def digest_once(call: CallInfo, value: Any, max_bytes: int) -> tuple[str, int]:
+    """``digests.digest(value, max_bytes)`` (digest, size), computed once per object and
+    call."""
     op = call.observer_state
     if not isinstance(op, OpState):
-        return digest(value)
+        return digest(value, max_bytes)
     cache = op.digests
     if cache is None:
         cache = op.digests = {}
     hit = cache.get(id(value))
     if hit is not None and hit.value is value:
         return hit.digest
-    result = digest(value)
+    result = digest(value, max_bytes)
     cache[id(value)] = Digested(value, result)
     return result

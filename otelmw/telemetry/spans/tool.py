@@ -78,7 +78,8 @@ class ToolSpans:
             if normalized.error_message:
                 attrs[a.OTELMW_RESULT_ERROR_MESSAGE] = short_text(normalized.error_message)
             attrs.update(flatten_metadata(normalized.metadata))
-            raw_digest, raw_size = digest_once(call, raw)
+            cap = self.signals.digest_max_bytes
+            raw_digest, raw_size = digest_once(call, raw, cap)
             attrs[a.OTELMW_RESULT_RAW_DIGEST] = raw_digest
             attrs[a.OTELMW_RESULT_RAW_SIZE] = raw_size
             attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
@@ -86,7 +87,7 @@ class ToolSpans:
             if content is raw:
                 attrs[a.OTELMW_RESULT_CONTENT_DIGEST] = raw_digest
             else:
-                attrs[a.OTELMW_RESULT_CONTENT_DIGEST], _ = digest_once(call, content)
+                attrs[a.OTELMW_RESULT_CONTENT_DIGEST], _ = digest_once(call, content, cap)
             if self.content.on_spans:
                 attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
             span.set_attributes(attrs)
