@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .callstate import discard_awaitable
 from .contract import CallInfo
@@ -131,6 +131,24 @@ def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
     for layer in layers:
         firing.run(layer)
     return firing.done(obs, call, hook_name, layers)
+
+
+class HookCallbacksRun(NamedTuple):
+    """What one hook point's callbacks gave (``run_hook_callbacks``)."""
+
+    results: list[Any]  # their non-None results, in order
+    failed: int  # how many failed (each recorded in the failure log)
+
+
+def run_hook_callbacks(layers: tuple[Layer, ...], payload: dict[str, Any],
+                       failures: FailureLog, pick: Pick | None = None) -> HookCallbacksRun:
+    """``fire_hooks`` without reporting the firing to an observer: for a host adapter
+    that reports the host's own firing itself (with the host's payload, in the context
+    of the call it belongs to)."""
+    firing = _Firing(failures, payload, pick)
+    for layer in layers:
+        firing.run(layer)
+    return HookCallbacksRun(firing.results, firing.failed)
 
 
 async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,

@@ -1,16 +1,14 @@
 """Hermes' observer hooks: every firing of a Hermes hook point (with or without
 callbacks) becomes an ``otelmw.hook.<name>`` record on the span of the call it belongs
-to. The callbacks Hermes' plugins registered run through otelmw's ``fire_hooks``
+to. The callbacks Hermes' plugins registered run through otelmw's ``run_hook_callbacks``
 (fail-open, each failure counted, warned once); the record carries their failure count."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from ...core import contract as c
-from ...core.hooks import fire_hooks
+from ...core.hooks import run_hook_callbacks
 from ...core.pipeline import get_pipeline
-from ...core.seam import PipelineObserver
 from ...telemetry.context import safe_detach
 from .._base import host_hook_points_recorded
 from . import calls
@@ -21,25 +19,6 @@ HERMES_OBSERVER_SCHEMA, HERMES_MIDDLEWARE_SCHEMA = "hermes.observer.v1", "hermes
 # Hook points Hermes fires only when a callback is registered (its has_hook gates)
 _GATED = calls.LLM_HOOKS | {"post_tool_call", "transform_tool_result"}
 _RECORDED_KEYS = ("middleware_trace", "request", "args", "status")
-
-
-class _FailureCount:
-    """What ``fire_hooks`` reports a firing to here: only its failure count is kept
-    (the record is made from Hermes' own payload, in the context of its call)."""
-
-    __slots__ = ("failures",)
-    hook_events = "all"
-
-    def __init__(self) -> None:
-        self.failures = 0
-
-    def hook_fired(self, call: c.CallInfo, hook_name: str, payload: dict[str, Any],
-                   failures: int) -> None:
-        self.failures = failures
-
-
-# The call ``fire_hooks`` hands ``_FailureCount`` (which does not look at it).
-_FIRING = c.CallInfo("invoke_agent", runtime_id=calls.RUNTIME_ID)
 
 
 class HookFiring(NamedTuple):
@@ -92,15 +71,12 @@ def invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if not named:
         return wrapped(*args, **kwargs)
     firing.payload.setdefault("telemetry_schema_version", HERMES_OBSERVER_SCHEMA)  # as Hermes
-    count = _FailureCount()
-    results = fire_hooks(layers, _FIRING, firing.hook_name, firing.payload,
-                         cast(PipelineObserver, count), get_pipeline().failures) if (
-        layers) else []
+    ran = run_hook_callbacks(layers, firing.payload, get_pipeline().failures)
     try:
-        record_firing(firing.hook_name, firing.payload, count.failures)
+        record_firing(firing.hook_name, firing.payload, ran.failed)
     except Exception as exc:
         calls.instrumentation_failed("invoke_hook.emit", exc)
-    return results
+    return ran.results
 
 
 def has_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
