@@ -29,7 +29,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from .responses import get
+from .responses import ANTHROPIC_FINISH_REASONS, get
 
 Part = dict[str, Any]
 Message = dict[str, Any]
@@ -420,9 +420,10 @@ def request_content(request: Any) -> RequestContent:
 
 
 # ---------------------------------------------------------------- finish reasons
+# The span's ``gen_ai.response.finish_reasons`` keep OpenAI's own words, as the official
+# OpenAI instrumentation does; output messages need the schema's, for every provider.
 _FINISH = {"tool_calls": "tool_call", "function_call": "tool_call",  # OpenAI chat
-           "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",  # Anthropic
-           "tool_use": "tool_call",
+           **ANTHROPIC_FINISH_REASONS,  # the span's mapping for Anthropic
            "completed": "stop", "failed": "error", "cancelled": "error"}  # Responses status
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
