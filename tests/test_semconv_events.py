@@ -421,3 +421,39 @@ def test_a_lone_surrogate_in_content_cannot_break_the_event() -> None:
     text = got["gen_ai.input.messages"][0]["parts"][0]["content"]
     assert text == "a?b"
     text.encode("utf-8")
+
+
+@pytest.mark.parametrize("mode", [SPAN_ONLY, SPAN_AND_EVENT])
+def test_a_chat_calls_content_is_rendered_once_for_its_span_event_and_turn(
+        monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """The chat span's messages are the ones its inference event and its turn's agent
+    span carry: rendered once per call (one ``message_value`` per attribute), not once
+    per place they go."""
+    from otelmw.telemetry.content import ContentPolicy
+
+    rendered: list[int] = []
+    real = ContentPolicy.message_value
+
+    def counting(self: ContentPolicy, items: list[dict[str, Any]], **kw: Any) -> Any:
+        rendered.append(len(items))
+        return real(self, items, **kw)
+
+    monkeypatch.setattr(ContentPolicy, "message_value", counting)
+    provider, request, response = CALLS["anthropic_messages"]  # system, tools, messages
+    h = TelemetryHarness(mode, hook_events="none")
+    try:
+        with h.pipeline.turn("agent", session_id="s-1"):
+            run_call(h.pipeline, "sync", "llm", request, lambda r: response, provider=provider)
+        chat, agent = h.one(f"chat {MODEL}"), h.one("invoke_agent agent")
+        events = h.logs_named(DETAILS)
+    finally:
+        h.close()
+    assert len(rendered) == 4  # input, system instructions, tool definitions, output
+    assert agent.attributes["input.value"] == chat.attributes["gen_ai.input.messages"]
+    assert agent.attributes["output.value"] == chat.attributes["gen_ai.output.messages"]
+    if mode == SPAN_AND_EVENT:
+        (event,) = events
+        for key in MESSAGE_KEYS:
+            assert _plain(event.attributes[key]) == json.loads(chat.attributes[key]), key
+    else:
+        assert events == []

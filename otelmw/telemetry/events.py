@@ -54,25 +54,32 @@ class ChatMessages(NamedTuple):
 
 def chat_messages(content: ContentPolicy, request: Any, response: Any,
                   collected: OutputCollector | None = None, *,
-                  with_request_extras: bool = True) -> ChatMessages:
+                  with_request_extras: bool = True,
+                  rendered: ChatMessages | None = None) -> ChatMessages:
     """The input and output messages of one chat call and, ``with_request_extras``,
     its system instructions and tool definitions. The output comes from ``collected``
     (what the chat span collected from the response or its stream chunks) when there
-    is one, else from the whole ``response`` (``None``: no output)."""
+    is one, else from the whole ``response`` (``None``: no output). ``rendered``: what
+    the chat span rendered of this call's ``request`` (and of its output, once it
+    did), taken as it is instead of rendered again."""
     fit = content.message_value
-    asked = request_content(request)
-    if collected is not None:
-        outputs = collected.messages()
-    else:
-        outputs = output_messages(response) if response is not None else []
-    with_system = with_request_extras and asked.system_instructions
-    with_tools = with_request_extras and asked.tool_definitions
-    return ChatMessages(
-        input_messages=fit(asked.input_messages, keep_last=True) if asked.input_messages
-        else None,
-        output_messages=fit(outputs) if outputs else None,
-        system_instructions=fit(asked.system_instructions) if with_system else None,
-        tool_definitions=fit(asked.tool_definitions) if with_tools else None)
+    if rendered is None:
+        asked = request_content(request)
+        rendered = ChatMessages(
+            input_messages=fit(asked.input_messages, keep_last=True)
+            if asked.input_messages else None,
+            output_messages=None,
+            system_instructions=fit(asked.system_instructions)
+            if with_request_extras and asked.system_instructions else None,
+            tool_definitions=fit(asked.tool_definitions)
+            if with_request_extras and asked.tool_definitions else None)
+    output = rendered.output_messages
+    if output is None and (collected is not None or response is not None):
+        outputs = collected.messages() if collected is not None else output_messages(response)
+        output = fit(outputs) if outputs else None
+    if with_request_extras:
+        return rendered._replace(output_messages=output)
+    return ChatMessages(rendered.input_messages, output, None, None)
 
 
 def _text(fitted: MessageValue | None) -> str | None:
@@ -112,7 +119,7 @@ class InferenceEvents:
                 messages = chat_messages(self.content, op.request,
                                          None if failed else response,
                                          None if failed else collected,
-                                         with_request_extras=details)
+                                         with_request_extras=details, rendered=op.content)
                 if turn is not None:
                     turn.model_call_ended(op.start, _text(messages.input_messages),
                                           _text(messages.output_messages))

@@ -14,8 +14,8 @@ from opentelemetry import trace
 
 from ...core.contract import CallInfo
 from .. import attributes as a
-from ..events import InferenceEvents
-from ..messages import OutputCollector, request_content
+from ..events import ChatMessages, InferenceEvents, chat_messages
+from ..messages import OutputCollector
 from ..responses import ResponseFacts, is_stream
 from ..streams import wrap_stream
 from ..values import clean_str as _c
@@ -223,34 +223,35 @@ class ChatSpans(ModelCallSpans):
         super().__init__(signals)
         self.events = InferenceEvents(signals)  # the conventions' events of each call
 
-    def _content_on_start(self, span: trace.Span, request: Any) -> None:
+    def _content_on_start(self, span: trace.Span, request: Any) -> ChatMessages | None:
         """The request's messages, system instructions and tool definitions, in the
-        conventions' shapes (``messages``), each cut to the content limit."""
+        conventions' shapes (``messages``), each cut to the content limit; returned for
+        the call's events and turn to reuse (``None``: the request could not be read)."""
         try:  # a request the shapes cannot read costs its content, never the span
-            content = request_content(request)
+            rendered = chat_messages(self.content, request, None)
         except Exception as exc:
             self.signals.internal_failure("input_messages", exc)
-            return
-        render = self.content.render_messages
-        attrs = {}
-        for key, items, keep_last in (
-                (a.GEN_AI_INPUT_MESSAGES, content.input_messages, True),
-                (a.GEN_AI_SYSTEM_INSTRUCTIONS, content.system_instructions, False),
-                (a.GEN_AI_TOOL_DEFINITIONS, content.tool_definitions, False)):
-            text = render(items, keep_last=keep_last) if items else None
-            if text is not None:
-                attrs[key] = text
-        span.set_attributes(attrs)
+            return None
+        span.set_attributes({key: value.text for key, value in (
+            (a.GEN_AI_INPUT_MESSAGES, rendered.input_messages),
+            (a.GEN_AI_SYSTEM_INSTRUCTIONS, rendered.system_instructions),
+            (a.GEN_AI_TOOL_DEFINITIONS, rendered.tool_definitions)) if value is not None})
+        return rendered
 
-    def _output_messages(self, facts: ResponseFacts) -> str | None:
-        """``gen_ai.output.messages`` of what ``facts`` collected (``None``: nothing)."""
+    def _output_messages(self, op: OpState, facts: ResponseFacts) -> str | None:
+        """``gen_ai.output.messages`` of what ``facts`` collected (``None``: nothing),
+        kept with the rest of ``op``'s rendered content."""
         if facts.output is None:
             return None
         try:
-            return self.content.render_messages(facts.output.messages())
+            items = facts.output.messages()
+            value = self.content.message_value(items) if items else None
         except Exception as exc:
             self.signals.internal_failure("output_messages", exc)
             return None
+        if isinstance(op.content, ChatMessages):
+            op.content = op.content._replace(output_messages=value)
+        return None if value is None else value.text
 
     def _collecting(self, op: OpState, facts: ResponseFacts) -> ResponseFacts:
         """``facts`` set to collect the output messages when content goes on the span
@@ -271,7 +272,7 @@ class ChatSpans(ModelCallSpans):
             if isinstance(model, str) and model and model != call.model:
                 self._model_changed(call, op, model)
             if self.content.on_spans and op.span.is_recording():
-                self._content_on_start(op.span, request)
+                op.content = self._content_on_start(op.span, request)
         except Exception as exc:
             self.signals.internal_failure("request_rewritten", exc)
 
@@ -385,7 +386,7 @@ class ChatSpans(ModelCallSpans):
             if ended_by is not None:
                 attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
             # (under EVENT_ONLY the output is collected for the event alone)
-            output = (self._output_messages(facts)
+            output = (self._output_messages(op, facts)
                       if error is None and self.content.on_spans else None)
             if output is not None:
                 attrs[a.GEN_AI_OUTPUT_MESSAGES] = output

@@ -79,13 +79,17 @@ class ModelCallSpans:
         # content, the costly part, for is_recording().
         attrs = call_ids(call, dict(endpoint.span_attributes))
         span = self.tracer.start_span(endpoint.span_name, kind=_CLIENT, attributes=attrs)
-        if self.content.on_spans and span.is_recording():
-            self._content_on_start(span, request)
-        call.observer_state = OpState(span, attach(set_span_in_context(span)), perf_counter(),
-                                      dict(endpoint.metric_attributes), request)
+        rendered = self._content_on_start(span, request) if (
+            self.content.on_spans and span.is_recording()) else None
+        op = call.observer_state = OpState(span, attach(set_span_in_context(span)),
+                                           perf_counter(), dict(endpoint.metric_attributes),
+                                           request)
+        op.content = rendered
 
-    def _content_on_start(self, span: trace.Span, request: Any) -> None:
-        """Content the span carries from its start (content on spans, recording)."""
+    def _content_on_start(self, span: trace.Span, request: Any) -> Any:
+        """Content the span carries from its start (content on spans, recording); what
+        was rendered, kept as ``OpState.content``."""
+        return None
 
     def response_model(self, op: OpState, model: str | None) -> str | None:
         """The answering model, cleaned; it goes on the metric points too."""

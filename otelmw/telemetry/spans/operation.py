@@ -77,8 +77,8 @@ class OpState:
     """One call's span state (kept on ``CallInfo.observer_state`` from the span's
     start to its end)."""
 
-    __slots__ = ("attrs", "digests", "facts", "original_model", "request", "span", "start",
-                 "token")
+    __slots__ = ("attrs", "content", "digests", "facts", "original_model", "request", "span",
+                 "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
                  attrs: dict[str, Any], request: Any = None) -> None:
@@ -91,6 +91,9 @@ class OpState:
         # The same request/args/result objects reach the span and several hook
         # events of one call: digest each once (by id, see ``digest_once``).
         self.digests: dict[int, Digested] | None = None
+        # chat, content on a recording span: the messages rendered for it
+        # (``events.ChatMessages``), which its events and its turn reuse
+        self.content: Any = None
 
     def leave_context(self) -> None:
         """The call's span stops being current (the call returned, its span may
