@@ -30,7 +30,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 _FORK = mp.get_context("fork")
 
@@ -229,15 +229,67 @@ def logger(verbose: bool) -> Callable[[str], None] | None:
 
 def run_rounds(argv: Sequence[str] | None, description: str,
                param_sets: dict[str, dict[str, Any]], configs: Sequence[str],
-               worker: Callable[[str, int, dict[str, Any]], Any]
+               worker: Callable[[str, int, dict[str, Any]], Any], *, machine: bool = False
                ) -> tuple[Any, dict[str, Any], int, dict[str, list[Any]]]:
     """A benchmark's command line and its interleaved rounds:
-    ``(args, params, rounds, {config: [result per round]})``."""
+    ``(args, params, rounds, {config: [result per round]})``. ``machine``: the rounds
+    also measure the machine's speed (``MACHINE``, see ``machine_speed``)."""
     args = common_args(argv, description)
     params = dict(param_sets["quick" if args.quick else "full"])
     rounds = args.rounds or params["rounds"]
-    raw = interleaved(configs, rounds, lambda c, r: worker(c, r, params), logger(args.verbose))
+
+    def run(config: str, r: int) -> Any:
+        return span_cost() if config == MACHINE else worker(config, r, params)
+
+    raw = interleaved([*configs, MACHINE] if machine else configs, rounds, run,
+                      logger(args.verbose))
     return args, params, rounds, raw
+
+
+# ----------------------------------------------------------- machine speed
+# The absolute targets (µs) were set on the reference machine of the 30 Nov 2026 run
+# (docs/performance.md), where one SDK span cost 10.1 µs: benchmark 2's "bare" span,
+# ``tracer.start_span(name).end()`` on a BatchSpanProcessor onto a dropping exporter.
+# The machines these benchmarks run on are shared and their speed moves (≈ 3 × slower
+# on 1 Dec): a run measures that same span in its own rounds and scales the absolute
+# targets by the ratio, so that a target means the same work on every machine.
+MACHINE = "machine speed (one SDK span)"
+REFERENCE_SPAN_US = 10.1
+
+
+class MachineSpeed(NamedTuple):
+    span_us: float  # one SDK span here (median of the rounds)
+    factor: float  # span_us / REFERENCE_SPAN_US: what a reference µs costs here
+
+    def scaled(self, target_us: float) -> float:
+        return target_us * self.factor
+
+    def note(self) -> str:
+        return (f"Machine factor {self.factor:.2f}: one SDK span costs {self.span_us:.1f} µs "
+                f"here, {REFERENCE_SPAN_US} µs on the reference machine of the targets "
+                "(30 Nov); the absolute targets above are scaled by it.")
+
+
+def span_cost(batch_s: float = 0.05, batches: int = 7) -> dict[str, float]:
+    """CPU µs of one SDK span (``MACHINE``), measured as benchmark 2 measures its bare
+    span."""
+    from _otel import dropping_provider
+
+    tp, _ = dropping_provider()
+    tracer = tp.get_tracer("bench-machine")
+
+    def bare() -> None:
+        tracer.start_span("tool_execution bench.tool_execution_0").end()
+
+    n = calibrate(bare, batch_s)
+    cost = sample(bare, n=n, batches=batches, warmup=200)["cpu"]
+    tp.shutdown()
+    return {"cpu": cost}
+
+
+def machine_speed(raw: dict[str, list[Any]]) -> MachineSpeed:
+    span = med(r["cpu"] for r in raw[MACHINE])
+    return MachineSpeed(span, span / REFERENCE_SPAN_US)
 
 
 def profile(fn: Callable[[], Any], n: int, sort: str = "tottime", warmup: int = 500) -> str:
