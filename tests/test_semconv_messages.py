@@ -9,7 +9,10 @@ streamed; Hermes and PraisonAI turns in a subprocess) and every content mode:
 ``NO_CONTENT`` and ``EVENT_ONLY`` put none of them on spans, ``SPAN_ONLY`` and
 ``SPAN_AND_EVENT`` put them there, valid — also cut to ``OTELMW_CONTENT_MAX_LENGTH``
 (long conversations), redacted, with images, audio and documents, tool calls and
-results, and reasoning.
+results, and reasoning. The Hermes and PraisonAI turns run under every mode, exported
+over OTLP to a real receiver: the spans' JSON text under the span modes, each request's
+inference event (structured values, the span's own under ``SPAN_AND_EVENT``) under the
+event modes, and no message attribute on any span or log record under ``NO_CONTENT``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pytest
 from _support.components import require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
-from _support.semconv_schemas import MESSAGE_KEYS, validate
+from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
 from _support.telemetry import TelemetryHarness
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
@@ -519,17 +522,26 @@ def test_the_collector_keeps_a_bounded_prefix_of_a_long_stream() -> None:
 
 
 # ---------------------------------------------------------------- Hermes, PraisonAI
-def _received_chats(rx: OtlpReceiver) -> list[Any]:
+DETAILS = "gen_ai.client.inference.operation.details"
+ON_EVENTS = (EVENT_ONLY, SPAN_AND_EVENT)
+
+
+def _received_chats(rx: OtlpReceiver, mode: str) -> list[Any]:
     rx.wait_for(lambda: any(s.name.startswith("invoke_agent") for s in rx.spans()))
-    return [s for s in rx.spans() if s.name.startswith("chat ")]
+    chats = sorted((s for s in rx.spans() if s.name.startswith("chat ")),
+                   key=lambda s: s.start_ns)
+    if mode in ON_EVENTS:  # each request's event, from the same batch processor's peer
+        rx.wait_for(lambda: len(rx.logs(DETAILS)) >= len(chats))
+    return chats
 
 
-def _child_env(rx: OtlpReceiver, tmp: Path, **extra: str) -> dict[str, str]:
+def _child_env(rx: OtlpReceiver, tmp: Path, mode: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "OTELMW_", "OPENAI_", "HERMES_"))}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_BSP_SCHEDULE_DELAY="100",
-               OTEL_METRIC_EXPORT_INTERVAL="600000", OTELMW_HOME=str(tmp / "otelmw-home"),
-               OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY,
+               OTEL_BLRP_SCHEDULE_DELAY="100", OTEL_METRIC_EXPORT_INTERVAL="600000",
+               OTELMW_HOME=str(tmp / "otelmw-home"),
+               OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=mode,
                PYTHONUNBUFFERED="1", **extra)
     return env
 
@@ -539,25 +551,56 @@ def _run(cmd: list[str], env: dict[str, str], tmp: Path) -> None:
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
 
 
-def _check_host_chats(chats: list[Any], tool: str) -> None:
-    """A tool-calling turn: the first request's answer calls ``tool``, the second request
-    carries its result; every content attribute valid."""
-    assert len(chats) >= 2, [c.name for c in chats]
-    offered = []
-    for chat in chats:
-        got = check_span(chat, SPAN_ONLY, ("gen_ai.input.messages", "gen_ai.output.messages"))
-        offered += [t["name"] for t in got.get("gen_ai.tool.definitions", [])]
-    assert tool in offered  # (PraisonAI's streamed follow-up request offers no tools)
-    calls = [parts_of(json.loads(c.attributes["gen_ai.output.messages"]), "tool_call")
+def _host_content(rx: OtlpReceiver, chats: list[Any], mode: str) -> list[dict[str, Any]]:
+    """The content of each of a turn's provider requests, in request order, from where
+    ``mode`` puts it (each value valid against its schema): the chat span's JSON text,
+    the request's inference event (structured values, and under SPAN_AND_EVENT the same
+    values as the span's), or, under NO_CONTENT, nowhere: no span and no log record of
+    the turn carries a message attribute."""
+    spans = [check_span(c, mode, ("gen_ai.input.messages", "gen_ai.output.messages"))
              for c in chats]
+    events = {e.span_id: e for e in rx.logs(DETAILS)}
+    if mode not in ON_EVENTS:
+        assert not events, f"{mode}: {len(events)} inference events"
+        if mode == NO_CONTENT:
+            leaks = [(s.name, k) for s in rx.spans() for k in KEYS if k in s.attributes]
+            leaks += [(r.event_name, k) for r in rx.logs() for k in KEYS if k in r.attributes]
+            assert not leaks, leaks
+            return []
+        return spans
+    assert set(events) == {c.span_id for c in chats}  # one event per request, on its span
+    got = []
+    for chat, on_span in zip(chats, spans, strict=True):
+        attrs = events[chat.span_id].attributes
+        assert "gen_ai.input.messages" in attrs and "gen_ai.output.messages" in attrs
+        values = {k: validate_value(k, attrs[k]) for k in KEYS if k in attrs}
+        if mode == SPAN_AND_EVENT:
+            assert values == on_span, chat.name
+        got.append(values)
+    return got
+
+
+def _check_host_turn(rx: OtlpReceiver, mode: str, tool: str) -> list[dict[str, Any]]:
+    """A tool-calling turn: one chat span per provider request; under capture, the first
+    request's answer calls ``tool`` and the last request carries its call and result."""
+    chats = _received_chats(rx, mode)
+    assert len(chats) >= 2, [c.name for c in chats]
+    content = _host_content(rx, chats, mode)
+    if mode == NO_CONTENT:
+        return content
+    offered = [t["name"] for c in content for t in c.get("gen_ai.tool.definitions", [])]
+    assert tool in offered  # (PraisonAI's streamed follow-up request offers no tools)
+    calls = [parts_of(c["gen_ai.output.messages"], "tool_call") for c in content]
     assert any(c and c[0]["name"] == tool and isinstance(c[0]["arguments"], dict)
                for c in calls)
-    last_inputs = json.loads(chats[-1].attributes["gen_ai.input.messages"])
+    last_inputs = content[-1]["gen_ai.input.messages"]
     assert parts_of(last_inputs, "tool_call") and parts_of(last_inputs, "tool_call_response")
+    return content
 
 
 @pytest.mark.host("hermes")
-def test_hermes_turn_messages_follow_the_schemas(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_hermes_turn_messages_follow_the_schemas(tmp_path: Path, mode: str) -> None:
     home = tmp_path / "hermes-home"
     home.mkdir()
     notes = tmp_path / "notes.txt"
@@ -565,29 +608,33 @@ def test_hermes_turn_messages_follow_the_schemas(tmp_path: Path) -> None:
     with ScriptedLLMServer() as srv, OtlpReceiver() as rx:
         srv.push_tool_calls([("read_file", {"path": str(notes)})])
         cfg = {"base_url": srv.base_url, "system": "Be brief.", "prompts": ["Read my notes."]}
-        env = _child_env(rx, tmp_path, HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg),
+        env = _child_env(rx, tmp_path, mode, HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg),
                          OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
         _run([sys.executable, "-m", "otelmw.cli", "run", "--", sys.executable,
               str(SCRIPTS / "hermes_scripts" / "hermes_turns.py")], env, tmp_path)
-        chats = _received_chats(rx)
-    _check_host_chats(chats, "read_file")
-    first = json.loads(chats[0].attributes["gen_ai.input.messages"])
-    assert first[0]["role"] == "system"  # Hermes speaks OpenAI chat: the system message
-    assert any(p["content"] == "Read my notes." for p in parts_of(first, "text"))
+        content = _check_host_turn(rx, mode, "read_file")
+    if mode != NO_CONTENT:
+        first = content[0]["gen_ai.input.messages"]
+        assert first[0]["role"] == "system"  # Hermes speaks OpenAI chat: the system message
+        assert any(p["content"] == "Read my notes." for p in parts_of(first, "text"))
 
 
 @pytest.mark.host("praisonai")
-@pytest.mark.parametrize("mode", ["start", "start_stream"])
-def test_praisonai_turn_messages_follow_the_schemas(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("call", ["start", "start_stream"])
+def test_praisonai_turn_messages_follow_the_schemas(tmp_path: Path, call: str,
+                                                    mode: str) -> None:
     with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": "Paris"}}) as srv, \
             OtlpReceiver() as rx:
-        env = _child_env(rx, tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="dummy",
-                         OPENAI_MAX_RETRIES="0")
-        spec = {"prompt": "What is the weather in Paris?", "mode": mode, "turns": 1}
+        env = _child_env(rx, tmp_path, mode, OPENAI_BASE_URL=srv.base_url,
+                         OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0")
+        spec = {"prompt": "What is the weather in Paris?", "mode": call, "turns": 1}
         _run([sys.executable, str(SCRIPTS / "praisonai_scripts" / "driver.py"),
               json.dumps(spec)], env, tmp_path)
-        chats = _received_chats(rx)
-    _check_host_chats(chats, "get_weather")
+        content = _check_host_turn(rx, mode, "get_weather")
+    if mode != NO_CONTENT:
+        first = content[0]["gen_ai.input.messages"]
+        assert any("Paris" in p["content"] for p in parts_of(first, "text"))
 
 
 def test_tool_definitions_of_every_provider_shape() -> None:
@@ -610,12 +657,12 @@ def test_tool_definitions_of_every_provider_shape() -> None:
 
 def test_a_shape_that_cannot_be_read_costs_its_content_never_the_span(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.spans import chat
+    from otelmw.telemetry import events
 
     def unreadable(*args: Any) -> Any:
         raise RuntimeError("unreadable")
 
-    monkeypatch.setattr(chat, "request_content", unreadable)
+    monkeypatch.setattr(events, "request_content", unreadable)
     monkeypatch.setattr(OutputCollector, "messages", unreadable)
     h = TelemetryHarness(SPAN_ONLY)
     try:
