@@ -190,8 +190,13 @@ def setup(config: str) -> tuple[Any, DroppingExporter, TracerProvider]:
     return call, exporter, tp
 
 
-PARAMS = {"full": {"n": 200, "batches": 3, "warmup": 200, "rounds": 4, "pairs": 16},
-          "quick": {"n": 100, "batches": 3, "warmup": 100, "rounds": 2, "pairs": 3}}
+# Paired batches are short (``pair_n`` calls, ≈ 0.1 s here) and many: the shared
+# machine's speed drifts by ±15-25 % within seconds, and a pair only cancels the drift
+# that its two halves share.
+PARAMS = {"full": {"n": 200, "batches": 3, "warmup": 200, "rounds": 4, "pairs": 64,
+                   "pair_n": 50},
+          "quick": {"n": 100, "batches": 3, "warmup": 100, "rounds": 2, "pairs": 12,
+                    "pair_n": 25}}
 
 
 def installed_wrappers() -> list[tuple[Any, str, Any, Any]]:
@@ -236,9 +241,9 @@ def worker(config: str, _round: int, params: dict[str, int]) -> dict[str, Any]:
         diffs = []
         for _ in range(params["pairs"]):
             off()
-            bare = h.sample(call, n=params["n"], batches=1, warmup=20)["cpu"]
+            bare = h.sample(call, n=params["pair_n"], batches=1, warmup=10)["cpu"]
             on()
-            inst = h.sample(call, n=params["n"], batches=1, warmup=20)["cpu"]
+            inst = h.sample(call, n=params["pair_n"], batches=1, warmup=10)["cpu"]
             diffs.append(inst - bare)
         res["paired_overhead"] = h.med(diffs)
     return res
