@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           + (f" (dropped/extra: {bad})" if bad else ""))
     drop = max(r["span"]["span_drop"] for c in traced for r in raw[c])
     print(f"One span on the same provider in a tight loop: bare {span_bare:.1f} µs; with the 4 "
-          f"layer attributes + attach/detach + the 3 end attributes, as a child span {span_contract:.1f} µs "
+          f"layer attributes + attach/detach + the 3 end attributes, as a child span "
+          f"{span_contract:.1f} µs "
           f"(\"loop span\"; worst share of those spans dropped by a full queue: "
           f"{100 * drop:.1f} %). The same span made by each callback inside the traced "
           f"pipeline (otelmw's layer spans off): \"span in situ\", per kind and layer count.")

@@ -100,7 +100,8 @@ def make_client() -> openai.OpenAI:
 
 
 def install_floor(tp: TracerProvider) -> None:
-    """The floor: one wrapt wrapper, one span with the GenAI attributes otelmw records."""
+    """The floor: one wrapt wrapper, one span with the GenAI attributes otelmw records
+    (the conventions' ``gen_ai.*`` and ``openai.*`` keys; not otelmw's own)."""
     import wrapt
     from opentelemetry.trace import SpanKind
 
@@ -128,11 +129,16 @@ def install_floor(tp: TracerProvider) -> None:
         finally:
             detach(token)
         usage = result.usage
-        span.set_attributes({
-            "gen_ai.response.id": result.id, "gen_ai.response.model": result.model,
-            "gen_ai.response.finish_reasons": [c.finish_reason for c in result.choices],
-            "gen_ai.usage.input_tokens": usage.prompt_tokens,
-            "gen_ai.usage.output_tokens": usage.completion_tokens})
+        end = {"gen_ai.response.id": result.id, "gen_ai.response.model": result.model,
+               "gen_ai.response.finish_reasons": [c.finish_reason for c in result.choices],
+               "gen_ai.usage.input_tokens": usage.prompt_tokens,
+               "gen_ai.usage.output_tokens": usage.completion_tokens,
+               "openai.api.type": "chat_completions"}
+        if result.system_fingerprint:
+            end["openai.response.system_fingerprint"] = result.system_fingerprint
+        if result.service_tier:
+            end["openai.response.service_tier"] = result.service_tier
+        span.set_attributes(end)
         span.end()
         return result
 
