@@ -332,13 +332,23 @@ def json_attr(value: Any) -> Any:
     return json.loads(value)
 
 
+def cut_kind(value: str) -> str | None:
+    """How a captured text was cut to the content limit: ``"text"`` (it ends with
+    ``…[truncated]``), ``"json"`` (a rendered structure, still JSON, cut inside: a
+    ``…``), ``None`` (whole). A rendered structure must parse, cut or not."""
+    if value.endswith("…[truncated]"):
+        return "text"
+    if value.startswith(("{", "[")):
+        json.loads(value)
+        return "json" if "…" in value else None
+    return None
+
+
 def assert_cut_to(value: Any, limit: int) -> str:
     """``value``, a captured text longer than the content limit was, is cut to ``limit``
     characters: a structure stays JSON, cut inside its strings or items (each cut ends
     with ``…``); a text ends with ``…[truncated]``. Returns how it was cut."""
     assert isinstance(value, str) and len(value) <= limit, (len(value), value)
-    if value.endswith("…[truncated]"):
-        return "text"
-    parsed = json.loads(value)  # a cut structure is still JSON
-    assert isinstance(parsed, dict | list) and "…" in value, value
-    return "json"
+    kind = cut_kind(value)
+    assert kind is not None, f"not cut: {value}"
+    return kind
