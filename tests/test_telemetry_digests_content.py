@@ -548,3 +548,12 @@ def test_digest_tree_with_non_string_keys_is_bounded_and_stable() -> None:
     assert digest(dict(reversed(list(tree.items()))), max_bytes=cap) == expected
     # the walk itself must find it over the cap (not leave it to a whole encode)
     assert digests._fits(tree, cap) == digests._TOO_BIG
+
+
+def test_a_structure_the_redactor_leaves_no_json_of_is_cut_as_text() -> None:
+    set_redactor(lambda s: s.replace('"', "'"))  # a redactor whose output is not JSON
+    try:
+        text = ContentPolicy(SPAN_ONLY, 80).render({"note": "x" * 500, "n": 1})
+    finally:
+        set_redactor(None)
+    assert len(text) == 80 and text.endswith("…[truncated]") and mime_type(text) == "text/plain"

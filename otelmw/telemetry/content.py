@@ -202,10 +202,6 @@ class ContentPolicy:
         text = redact(text)
         if len(text) > self.max_length:
             fitted = _fit_json(text, self.max_length) if whole_json else None
-            if fitted is None and whole_json:  # its keys alone are too long: fewer items
-                half = self.max_length // 2
-                fitted = _fit_json(_RENDER.encode(_pruned(json.loads(text), half, half)),
-                                   self.max_length)
             text = fitted if fitted is not None else (
                 text[: self.max_length - len(TRUNCATED)] + TRUNCATED)
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
@@ -452,6 +448,16 @@ def _fit_json(text: str, limit: int) -> str | None:
         value = json.loads(text)
     except ValueError:
         return None
+    fitted = _fit_value(value, limit)
+    if fitted is None:  # its keys alone are too long: its first items, cut again
+        half = limit // 2
+        fitted = _fit_value(_pruned(json.loads(text), half, half), limit)
+    return fitted
+
+
+def _fit_value(value: Any, limit: int) -> str | None:
+    """``_fit_json`` of the parsed ``value`` (its strings are cut in place); ``None``
+    when its structure alone does not fit."""
     leaves: list[tuple[Any, Any, str]] = []  # (container, key or index, string)
     stack = [value]
     while stack:
