@@ -27,9 +27,9 @@ _current_llm_call: contextvars.ContextVar[c.CallInfo | None] = contextvars.Conte
 )
 
 
-def current_llm_call() -> c.CallInfo | None:
-    """The pipeline LLM call running in this context, if any."""
-    return _current_llm_call.get()
+# The pipeline LLM call running in this context, if any: the variable's own ``get``
+# (every SDK wrapper asks it first, so no frame of ours around it).
+current_llm_call: Callable[[], c.CallInfo | None] = _current_llm_call.get
 
 
 def llm_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,

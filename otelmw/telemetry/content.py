@@ -20,7 +20,7 @@ import json
 import re
 import reprlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from ..core import settings as cfg
@@ -161,14 +161,14 @@ class MessageValue(NamedTuple):
 class ContentPolicy:
     mode: str = NO_CONTENT
     max_length: int = 4096
+    # Whether content goes on spans / on log records: read on every call's path, so
+    # derived from ``mode`` once (the policy is frozen) rather than per read.
+    on_spans: bool = field(init=False, repr=False, compare=False)
+    on_events: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def on_spans(self) -> bool:
-        return self.mode in (SPAN_ONLY, SPAN_AND_EVENT)
-
-    @property
-    def on_events(self) -> bool:
-        return self.mode in (EVENT_ONLY, SPAN_AND_EVENT)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_spans", self.mode in (SPAN_ONLY, SPAN_AND_EVENT))
+        object.__setattr__(self, "on_events", self.mode in (EVENT_ONLY, SPAN_AND_EVENT))
 
     @classmethod
     def from_env(cls) -> ContentPolicy:

@@ -48,13 +48,16 @@ def short_text(text: Any, limit: int = MAX_STR) -> str:
 
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+# Built once: ``isinstance(v, bool | float)`` would build the union on every call.
+_BOOL_OR_FLOAT = bool | float
+_NUMBER = bool | int | float
 
 
 def otlp_number(value: Any) -> bool | int | float | None:
     """``value`` if OTLP can carry it as a number (a bool, a double, an int that
     fits int64), else None. A larger int makes the exporter drop the attribute
     with a traceback on every export, so it is bounded here, at the source."""
-    if isinstance(value, bool | float):
+    if isinstance(value, _BOOL_OR_FLOAT):
         return value
     if isinstance(value, int):
         n = int.__int__(value)  # a plain int: an int subclass's comparisons are not run
@@ -119,7 +122,7 @@ def flatten_metadata(meta: Any) -> dict[str, Any]:
         if len(out) >= _MAX_META_KEYS:
             break
         k = a.OTELMW_RESULT_METADATA_PREFIX + clean_str(str(key), 64)
-        if isinstance(value, bool | int | float):
+        if isinstance(value, _NUMBER):
             n = otlp_number(value)
             # An int beyond int64 is kept as its decimal text (bounded).
             out[k] = n if n is not None else clean_str(_int_text(int.__int__(value)))  # type: ignore[arg-type]  # only ints are out of range

@@ -256,7 +256,9 @@ class ChatSpans(ModelCallSpans):
     def _collecting(self, op: OpState, facts: ResponseFacts) -> ResponseFacts:
         """``facts`` set to collect the output messages when content goes on the span
         or the call's inference event is built (``EVENT_ONLY`` too, streams too)."""
-        if (self.content.on_spans and op.span.is_recording()) or self.events.details_wanted():
+        content = self.content
+        if (content.on_spans and op.span.is_recording()) or (
+                content.on_events and self.events.details_wanted()):
             facts.output = OutputCollector(self.content.max_length * 4)
         return facts
 

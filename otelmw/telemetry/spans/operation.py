@@ -16,11 +16,11 @@ from ...core.contract import CallInfo
 from ...core.failures import INSTRUMENTATION, FailureLog, describe
 from .. import attributes as a
 from ..content import ContentPolicy
-from ..context import safe_detach
+from ..context import raw_detach
 from ..digests import digest
 from ..metrics import Instruments
 from ..responses import ResponseFacts
-from ..values import error_description, error_type, put_present
+from ..values import clean_str, error_description, error_type
 
 # Bound once: these run per call and per middleware layer.
 attach, set_span_in_context, perf_counter = (
@@ -67,10 +67,16 @@ def mark_exception(span: trace.Span, exc: BaseException,
 def call_ids(call: CallInfo, out: dict[str, Any]) -> dict[str, Any]:
     """The call's ids that are set (conversation, turn, task, API request),
     cleaned, added to ``out``: every span and hook record of a call carries them."""
-    return put_present(out, ((a.GEN_AI_CONVERSATION_ID, call.session_id),
-                             (a.OTELMW_TURN_ID, call.turn_id),
-                             (a.OTELMW_TASK_ID, call.task_id),
-                             (a.OTELMW_API_REQUEST_ID, call.api_request_id)))
+    # Tested one by one, not through ``put_present``: this runs for every span.
+    if call.session_id:
+        out[a.GEN_AI_CONVERSATION_ID] = clean_str(call.session_id)
+    if call.turn_id:
+        out[a.OTELMW_TURN_ID] = clean_str(call.turn_id)
+    if call.task_id:
+        out[a.OTELMW_TASK_ID] = clean_str(call.task_id)
+    if call.api_request_id:
+        out[a.OTELMW_API_REQUEST_ID] = clean_str(call.api_request_id)
+    return out
 
 
 class OpState:
@@ -97,9 +103,13 @@ class OpState:
 
     def leave_context(self) -> None:
         """The call's span stops being current (the call returned, its span may
-        still be open: a stream)."""
-        safe_detach(self.token)
-        self.token = None
+        still be open: a stream). ``safe_detach``, inline: this runs for every call."""
+        token, self.token = self.token, None
+        if token is not None:
+            try:
+                raw_detach(token)  # type: ignore[arg-type]
+            except Exception:  # a token of another context (a stream ended elsewhere)
+                pass
 
 
 class OperationSpans(Protocol):
