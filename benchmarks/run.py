@@ -1,13 +1,14 @@
 """Run every otelmw benchmark and print their tables.
 
-    python benchmarks/run.py            # full run (~6.5 min on a 2-core machine)
-    python benchmarks/run.py --quick    # fewer rounds and calls (~1.5 min)
+    python benchmarks/run.py            # full run (about 70 min on a 2-core machine)
+    python benchmarks/run.py --quick    # fewer rounds and calls
     python benchmarks/run.py --only chain,digests
     python benchmarks/run.py --markdown results.md   # also write the tables + machine
 
 Benchmark 1 (OpenAI, against the three anchor instrumentations) runs once per
 openai release of the test suite's host matrix (newest 3.x first, then the 2.x
-Hermes pins), each with the python of a separate virtualenv that this runner
+Hermes pins), and benchmark 1b (the same call counted in instructions by valgrind)
+once, for the newest; each with the python of a separate virtualenv that this runner
 creates on first use (see ``_venv.py``; ``--venv PATH`` to place them,
 ``--no-venv`` to run it once with the current interpreter, which must then have the
 anchors installed). The other benchmarks
@@ -34,11 +35,15 @@ import _harness as h  # noqa: E402
 
 BENCHES = {
     "openai": ("bench_openai.py", "1. OpenAI chat call overhead vs anchors and floor"),
+    "instructions": ("bench_instructions.py", "1b. OpenAI chat call in instructions (valgrind)"),
     "chain": ("bench_chain.py", "2. Middleware chain vs Hermes Agent"),
     "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
     "digests": ("bench_digests.py", "4. Digests by result size"),
     "outage": ("bench_outage.py", "5. Exporter outage"),
 }
+# The benchmarks run in the anchors' virtualenvs: how many of the openai releases
+# each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).
+ANCHOR_BENCHES: dict[str, int | None] = {"openai": None, "instructions": 1}
 VERSIONS = ["otelmw", "opentelemetry-api", "opentelemetry-sdk",
             "opentelemetry-exporter-otlp-proto-grpc", "wrapt", "openai", "httpx", "pydantic",
             "hermes-agent", "grpcio", "protobuf"]
@@ -54,13 +59,13 @@ class Job:
 
 def _jobs(name: str, args: argparse.Namespace) -> list[Job]:
     script, title = BENCHES[name]
-    if name != "openai" or args.no_venv:
+    if name not in ANCHOR_BENCHES or args.no_venv:
         return [Job(name, script, title, sys.executable)]
     from _venv import DEFAULT_VENV, OPENAI_RELEASES, ensure_venv, venv_for
 
     base = Path(args.venv) if args.venv else DEFAULT_VENV
     jobs = []
-    for i, release in enumerate(OPENAI_RELEASES):
+    for i, release in enumerate(OPENAI_RELEASES[:ANCHOR_BENCHES[name]]):
         py = ensure_venv(venv_for(release, base), log=lambda s: print(s, flush=True),
                          openai=release)
         key = name if i == 0 else f"{name}-{release.split('.')[0]}"
@@ -70,7 +75,7 @@ def _jobs(name: str, args: argparse.Namespace) -> list[Job]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer rounds/calls (~1.5 min)")
+    p.add_argument("--quick", action="store_true", help="fewer rounds and calls")
     p.add_argument("--only", default="", help=f"comma list of {', '.join(BENCHES)}")
     p.add_argument("--venv", default=None, help="where the anchors venv lives")
     p.add_argument("--no-venv", action="store_true",
