@@ -1,6 +1,6 @@
 """Run every otelmw benchmark and print their tables.
 
-    python benchmarks/run.py            # full run (about 70 min on a 2-core machine)
+    python benchmarks/run.py            # full run (about 85 min on a 2-core machine)
     python benchmarks/run.py --quick    # fewer rounds and calls
     python benchmarks/run.py --only chain,digests
     python benchmarks/run.py --markdown results.md   # also write the tables + machine
