@@ -14,6 +14,7 @@ from .callstate import (
     allm_terminal_for,
     isawaitable,
     llm_terminal_for,
+    reset_current_llm_call,
 )
 from .execution import arun_execution, run_execution
 from .failures import FailureLog, safe_str
@@ -102,10 +103,7 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            try:  # ``reset_current_llm_call``, inline: this runs for every call
-                _current_llm_call.reset(token)
-            except ValueError:
-                pass
+            reset_current_llm_call(token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
     # ``_run_llm`` and ``_arun_llm`` are twins that differ only where the async one
@@ -199,10 +197,7 @@ class LLMCalls:
                 obs.call_finished(call, None, exc)
             raise
         finally:
-            try:  # ``reset_current_llm_call``, inline: this runs for every call
-                _current_llm_call.reset(token)
-            except ValueError:
-                pass
+            reset_current_llm_call(token)
         return obs.call_finished(call, result, None) if obs is not None else result
 
     async def _arun_llm(self, call: c.CallInfo, request: Any,

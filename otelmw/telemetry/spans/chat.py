@@ -259,7 +259,7 @@ class ChatSpans(ModelCallSpans):
         content = self.content
         if (content.on_spans and op.span.is_recording()) or (
                 content.on_events and self.events.details_wanted()):
-            facts.output = OutputCollector(self.content.max_length * 4)
+            facts.output = OutputCollector(content.max_length * 4)
         return facts
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:

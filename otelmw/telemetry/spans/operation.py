@@ -16,7 +16,7 @@ from ...core.contract import CallInfo
 from ...core.failures import INSTRUMENTATION, FailureLog, describe
 from .. import attributes as a
 from ..content import ContentPolicy
-from ..context import raw_detach
+from ..context import safe_detach
 from ..digests import digest
 from ..metrics import Instruments
 from ..responses import ResponseFacts
@@ -103,13 +103,9 @@ class OpState:
 
     def leave_context(self) -> None:
         """The call's span stops being current (the call returned, its span may
-        still be open: a stream). ``safe_detach``, inline: this runs for every call."""
-        token, self.token = self.token, None
-        if token is not None:
-            try:
-                raw_detach(token)  # type: ignore[arg-type]
-            except Exception:  # a token of another context (a stream ended elsewhere)
-                pass
+        still be open: a stream)."""
+        safe_detach(self.token)
+        self.token = None
 
 
 class OperationSpans(Protocol):
