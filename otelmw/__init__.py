@@ -35,19 +35,18 @@ from .core.results import (
     get_middleware,
     register_middleware,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 # The modules' homes before ``otelmw.core`` existed stay importable as the same module
 # objects, so code written against ``otelmw.results`` and friends keeps working, and
 # otelmw's own exceptions keep the names they are exported under in ``error.type``
 # (their ``__module__`` names the old home; tests/test_public_names.py pins both).
-STABLE_MODULES = {name: name for name in (
+STABLE_MODULES = {name: f"core.{name}" for name in (
     "contract", "failures", "hooks", "memory", "payloads", "pipeline", "plugins", "registry",
-    "results", "settings", "tool_calls", "llm_calls")} | {"chain": "execution"}
+    "results", "tool_calls", "llm_calls")} | {"chain": "core.execution",
+                                              "settings": "config.settings"}
 for _old, _new in STABLE_MODULES.items():
-    _sys.modules[f"{__name__}.{_old}"] = globals()[_old] = _sys.modules[
-        f"{__name__}.core.{_new}"]
+    _sys.modules[f"{__name__}.{_old}"] = globals()[_old] = _sys.modules[f"{__name__}.{_new}"]
 del _old, _new
 
 __all__ = [

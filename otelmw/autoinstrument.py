@@ -26,20 +26,11 @@ from typing import Any, NamedTuple
 
 import wrapt
 
-from .core import settings as cfg
-from .core.settings import WrapTarget
+from .config import settings as cfg
+from .config.settings import WrapTarget
+from .run_notice import InstrumentationReport, SkippedInstrumentor
 
 logger = logging.getLogger("otelmw")
-
-
-def parse_wrap_spec(spec: str) -> list[WrapTarget]:
-    """Parse ``OTELMW_WRAP``; raise ``ValueError`` naming the bad entry."""
-    if not spec.strip():
-        return []
-    try:
-        return list(cfg.WRAP.parse(spec))
-    except ValueError:
-        raise ValueError(cfg.WRAP.problem(spec)) from None
 
 
 _OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
@@ -139,19 +130,6 @@ def _wrap_when_imported(target: WrapTarget) -> None:
     wrapt.register_post_import_hook(lambda mod: wrap_target(mod, target), target.module)
 
 
-class SkippedInstrumentor(NamedTuple):
-    name: str  # entry point, e.g. otelmw_hermes
-    reason: str  # "hermes-agent is not installed", "... outside the supported range ..."
-
-
-class InstrumentationReport(NamedTuple):
-    """What ``instrument_all`` did: instrumentors installed (each instruments its host
-    when the host is imported) and the ones skipped, with why."""
-
-    active: tuple[str, ...]
-    skipped: tuple[SkippedInstrumentor, ...]
-
-
 def instrument_all(settings: cfg.Settings | None = None) -> InstrumentationReport:
     """Instrument every available otelmw_* instrumentor."""
     from .instrumentation._base import host_unsupported
@@ -186,7 +164,7 @@ def _configure_and_load_plugins() -> cfg.Settings:
     """Inside a running program: one warning per bad setting, which keeps its
     default; everything else is configured as asked."""
     from .core.plugins import load_plugins
-    from .telemetry.setup import configure
+    from .telemetry.configuration import configure
 
     settings = cfg.load(strict=False)
     # service.name defaults to the program's name (OTel's convention when unknown)
@@ -201,7 +179,7 @@ def _configure_and_load_plugins() -> cfg.Settings:
 
 def initialize() -> None:
     from . import run_notice
-    from .telemetry.setup import current
+    from .telemetry.configuration import current
 
     settings = _configure_and_load_plugins()
     report = instrument_all(settings)

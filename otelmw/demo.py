@@ -16,9 +16,8 @@ from typing import Any, Final
 from .core.contract import runtime_context
 from .core.memory import ListMemoryAdapter
 from .core.pipeline import Pipeline
-from .core.plugins import PluginContext, PluginManager
+from .core.plugins import PluginContext
 from .core.results import MiddlewareContext, NormalizedToolResult, RuntimeMiddlewareRegistry
-from .terminal import BOLD, Style
 
 DEMO_RUNTIME = "demo_harness"
 DEMO_MODEL = "demo-model-1"
@@ -167,92 +166,3 @@ TURNS: Final = (
      "turn 2 is a new turn, so a new trace: get_weather and get_stock now come from "
      "the cache plugin (short_circuit); calculate raises again"),
 )
-
-
-def run_demo(quiet: bool = False, style: Style | None = None) -> int:
-    """Run two demo turns with telemetry configured from the environment, then
-    print their traces as waterfalls (and where the embedded store put them)."""
-    import logging
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import (
-        InMemoryLogRecordExporter,
-        SimpleLogRecordProcessor,
-    )
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from .telemetry.filestore import data_dir, store_write_errors
-    from .telemetry.setup import configure, exporter_choice
-
-    log = logging.getLogger("otelmw")
-    if not log.handlers and not logging.getLogger().handlers:
-        # The demo fails once on purpose: show that warning plainly (on stderr).
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[log %(levelname)s] %(message)s"))
-        log.addHandler(handler)
-    pipeline, memory = build_demo_pipeline()
-    telemetry = configure("otelmw-demo", pipeline=pipeline)
-    shown_spans = InMemorySpanExporter()
-    shown_events = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
-    if isinstance(telemetry.tracer_provider, TracerProvider):
-        telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(shown_spans))
-    if isinstance(telemetry.logger_provider, LoggerProvider):
-        telemetry.logger_provider.add_log_record_processor(
-            SimpleLogRecordProcessor(shown_events))
-    with tempfile.TemporaryDirectory() as home:
-        PluginManager(pipeline, home=Path(home)).add_plugin("demo", register_demo_plugins)
-    providers = []
-    answer = ""
-    for question, _ in TURNS:
-        provider = ScriptedProvider()
-        providers.append(provider)
-        with pipeline.turn("demo-agent", session_id="demo-session", runtime_id=DEMO_RUNTIME):
-            reply = run_agent(pipeline, provider, question)
-        answer = answer or reply
-    telemetry.force_flush()
-    print(f"answer: {answer}")
-    if not quiet:
-        _print_traces(shown_spans.get_finished_spans(), shown_events.get_finished_logs(),
-                      style or Style())
-    failures = pipeline.failures.total()
-    calls = sum(len(p.calls) for p in providers)
-    print(f"\nran {len(TURNS)} turns: {calls} provider calls, {len(memory.records)} tool "
-          f"calls, {failures} middleware failure{'s' if failures != 1 else ''} "
-          "absorbed (fail-open)")
-    if "file" in exporter_choice("traces"):
-        failed = store_write_errors()
-        if failed:
-            print(f"not stored: {'; '.join(failed)}")
-            return 1
-        else:
-            print(f"stored in {data_dir().resolve()} — `otelmw traces list` shows them")
-    return 0
-
-
-def _print_traces(spans: Any, events: Any, style: Style) -> None:
-    """The demo's traces, drawn as ``otelmw traces show`` draws them."""
-    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from .telemetry.filestore import to_otlp_json
-    from .telemetry.treeview import (
-        events_from_requests,
-        group_traces,
-        render_trace,
-        spans_from_requests,
-    )
-
-    if not spans:
-        return
-    span_requests = [json.loads(to_otlp_json(encode_spans(spans)))]
-    event_requests = [json.loads(to_otlp_json(encode_logs(events)))] if events else []
-    traces = group_traces(spans_from_requests(span_requests),
-                          events_from_requests(event_requests))
-    for (tid, roots), (_, why) in zip(traces.items(), TURNS, strict=False):
-        print(f"\n{style.paint(why, BOLD)}")
-        print(render_trace(tid, roots, style))

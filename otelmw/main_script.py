@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .autoinstrument import interpreter_main, mark_unwrapped, wrap_target
-from .core import settings as cfg
-from .core.settings import WrapTarget
+from .config import settings as cfg
+from .config.settings import WrapTarget
 
 _PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
 
@@ -72,7 +72,9 @@ class _WrappingNamespace(dict[str, Any]):
 
 def run(script: str, args: list[str]) -> None:
     names = script_module_names(script)
-    targets = [t for t in cfg.WRAP.read(strict=False) if t.module in names]
+    # Inside the program now: a bad setting warns and keeps its default (``otelmw run``
+    # refused it before the program started).
+    targets = [t for t in cfg.load(strict=False)[cfg.WRAP] if t.module in names]
     module = types.ModuleType("__main__")
     module.__file__ = script
     module.__builtins__ = builtins  # type: ignore[attr-defined]

@@ -15,13 +15,27 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING, NamedTuple
 
-from .autoinstrument import InstrumentationReport
-from .core.settings import WrapTarget
-from .telemetry import health
-from .telemetry.setup import Telemetry
+from .config.settings import WrapTarget
+
+if TYPE_CHECKING:  # autoinstrument imports the records below and must stay light
+    from .telemetry.configuration import Telemetry
 
 logger = logging.getLogger("otelmw")
+
+
+class SkippedInstrumentor(NamedTuple):
+    name: str  # entry point, e.g. otelmw_hermes
+    reason: str  # "hermes-agent is not installed", "... outside the supported range ..."
+
+
+class InstrumentationReport(NamedTuple):
+    """What ``instrument_all`` did: instrumentors installed (each instruments its host
+    when the host is imported) and the ones skipped, with why."""
+
+    active: tuple[str, ...]
+    skipped: tuple[SkippedInstrumentor, ...]
 
 
 def notify(line: str) -> None:
@@ -64,7 +78,9 @@ def exit_line(telemetry: Telemetry, unwrapped: dict[WrapTarget, str], *,
     if telemetry.disabled:
         line = "otelmw: telemetry disabled (OTEL_SDK_DISABLED); nothing was written"
     else:
-        totals = health.export_totals()
+        from .telemetry.export import guard
+
+        totals = guard.export_totals()
         spans = (f"{_plural(totals.spans, 'span')} "
                  f"({_plural(totals.traces, 'trace')})")
         logs = _plural(totals.log_records, "log record")

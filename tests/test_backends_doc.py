@@ -19,8 +19,8 @@ from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 
 from otelmw.cli import build_parser
-from otelmw.core import settings as cfg
-from otelmw.telemetry.filestore import read_requests
+from otelmw.config import settings as cfg
+from otelmw.telemetry.store.readers import read_requests
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "backends.md"
 TIMEOUT = 90

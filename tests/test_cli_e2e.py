@@ -16,8 +16,8 @@ from _support.cli import TRACE_LINE, ok, otelmw, pythonpath, waterfall_rows
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
-from otelmw.telemetry.filestore import read_requests
-from otelmw.telemetry.treeview import SpanView, spans_from_requests
+from otelmw.cli.views import SpanView, spans_from_requests
+from otelmw.telemetry.store.readers import read_requests
 
 
 def stored_spans(store: Path) -> list[SpanView]:

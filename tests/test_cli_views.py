@@ -34,12 +34,12 @@ from _support.otlp_receiver import free_port
 from wcwidth import wcswidth
 
 from otelmw.cli import build_parser
-from otelmw.telemetry.filestore import read_requests
-from otelmw.telemetry.treeview import (
+from otelmw.cli.views import (
     SpanView,
     events_from_requests,
     spans_from_requests,
 )
+from otelmw.telemetry.store.readers import read_requests
 
 ESC_NAME = "get_weather\x1b]0;owned\x07\x1b[2J"
 
@@ -441,7 +441,7 @@ def test_env_columns_is_respected_off_a_terminal(demo: dict[str, Any]) -> None:
     ("Zürich 東京 👩\u200d💻", "Zürich 東京 👩\u200d💻"),  # text and emoji untouched
 ])
 def test_printable_escapes_every_control_character(raw: str, shown: str) -> None:
-    from otelmw.terminal import printable
+    from otelmw.cli.terminal import printable
 
     assert printable(raw) == shown
 

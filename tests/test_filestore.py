@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otelmw.telemetry import filestore as fs
+from otelmw.telemetry.store import exporters, otlp_json, readers
+from otelmw.telemetry.store import files as store_files
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -81,7 +82,7 @@ def _assert_otlp_json(line: str) -> dict[str, Any]:
 def _make_spans(directory: Path) -> list[Any]:
     memory = InMemorySpanExporter()
     tp = TracerProvider(resource=RESOURCE, shutdown_on_exit=False)
-    tp.add_span_processor(SimpleSpanProcessor(fs.FileSpanExporter(directory)))
+    tp.add_span_processor(SimpleSpanProcessor(exporters.FileSpanExporter(directory)))
     tp.add_span_processor(SimpleSpanProcessor(memory))
     tracer = tp.get_tracer("filestore-test", "1.0")
     with tracer.start_as_current_span("invoke_agent t", kind=SpanKind.INTERNAL) as root:
@@ -110,11 +111,11 @@ def test_span_lines_are_otlp_json_with_hex_ids(tmp_path: Path) -> None:
                 for s in ss["spans"]:
                     seen[s["spanId"]] = s
         # the converted document is a valid ExportTraceServiceRequest (strict parse)
-        strict = fs.REQUEST_TYPES["traces"]()
-        json_format.ParseDict(fs._ids_to_hex(json.loads(line), False), strict)
-        parsed = fs.from_otlp_json("traces", line)
+        strict = otlp_json.REQUEST_TYPES["traces"]()
+        json_format.ParseDict(otlp_json._ids_to_hex(json.loads(line), False), strict)
+        parsed = otlp_json.from_otlp_json("traces", line)
         assert parsed == strict
-        assert fs.to_otlp_json(parsed) == line  # lossless round trip
+        assert otlp_json.to_otlp_json(parsed) == line  # lossless round trip
 
     by_name = {s.name: s for s in spans}
     for s in spans:
@@ -131,9 +132,9 @@ def test_span_lines_are_otlp_json_with_hex_ids(tmp_path: Path) -> None:
     assert tool["status"]["code"] == 2
     assert tool["links"][0]["spanId"] == format(by_name["invoke_agent t"].context.span_id, "016x")
     # Everything stored equals what the SDK's own OTLP encoder produces.
-    combined = fs.REQUEST_TYPES["traces"]()
+    combined = otlp_json.REQUEST_TYPES["traces"]()
     for line in lines:
-        combined.MergeFrom(fs.from_otlp_json("traces", line))
+        combined.MergeFrom(otlp_json.from_otlp_json("traces", line))
     expected = encode_spans(sorted(spans, key=lambda s: s.end_time))
     assert sorted(s.span_id for rs in combined.resource_spans for ss in rs.scope_spans
                   for s in ss.spans) == sorted(s.span_id for rs in expected.resource_spans
@@ -144,9 +145,9 @@ def test_log_and_metric_lines_are_otlp_json(tmp_path: Path) -> None:
     tp = TracerProvider(resource=RESOURCE, shutdown_on_exit=False)
     lp = LoggerProvider(resource=RESOURCE, shutdown_on_exit=False)
     logs_memory = InMemoryLogRecordExporter()
-    lp.add_log_record_processor(SimpleLogRecordProcessor(fs.FileLogExporter(tmp_path)))
+    lp.add_log_record_processor(SimpleLogRecordProcessor(exporters.FileLogExporter(tmp_path)))
     lp.add_log_record_processor(SimpleLogRecordProcessor(logs_memory))
-    reader = PeriodicExportingMetricReader(fs.FileMetricExporter(tmp_path),
+    reader = PeriodicExportingMetricReader(exporters.FileMetricExporter(tmp_path),
                                            export_interval_millis=3_600_000)
     mp = MeterProvider(resource=RESOURCE, metric_readers=[reader], shutdown_on_exit=False)
     meter = mp.get_meter("filestore-test")
@@ -167,7 +168,7 @@ def test_log_and_metric_lines_are_otlp_json(tmp_path: Path) -> None:
     assert record["eventName"] == "otelmw.hook.pre_tool_call"
     assert record["traceId"] == format(span.get_span_context().trace_id, "032x")
     assert record["spanId"] == format(span.get_span_context().span_id, "016x")
-    msg = fs.from_otlp_json("logs", log_lines[0])
+    msg = otlp_json.from_otlp_json("logs", log_lines[0])
     rec = msg.resource_logs[0].scope_logs[0].log_records[0]
     assert rec.trace_id == span.get_span_context().trace_id.to_bytes(16, "big")
     encoded = encode_logs(list(logs_memory.get_finished_logs()))
@@ -178,7 +179,7 @@ def test_log_and_metric_lines_are_otlp_json(tmp_path: Path) -> None:
     names = set()
     for line in metric_lines:
         mdoc = _assert_otlp_json(line)
-        fs.from_otlp_json("metrics", line)
+        otlp_json.from_otlp_json("metrics", line)
         for rm in mdoc["resourceMetrics"]:
             for sm in rm["scopeMetrics"]:
                 names.update(m["name"] for m in sm["metrics"])
@@ -210,7 +211,7 @@ def test_stored_lines_are_accepted_by_an_otlp_json_receiver(tmp_path: Path) -> N
 def test_rotation_by_max_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTELMW_DATA_MAX_BYTES", "1000")
     monkeypatch.setenv("OTELMW_DATA_MAX_FILES", "100")
-    out = fs.RotatingLines("traces", tmp_path)
+    out = store_files.RotatingLines("traces", tmp_path)
     line_len = 0
     for i in range(25):
         line = json.dumps({"resourceSpans": [], "n": i, "pad": "é" * 90})
@@ -222,7 +223,7 @@ def test_rotation_by_max_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     for path in files:
         # a file rolls over once it reached the limit: at most one line beyond it
         assert path.stat().st_size < 1000 + line_len
-    assert [r["n"] for r in fs.read_requests("traces", tmp_path)] == list(range(25))
+    assert [r["n"] for r in readers.read_requests("traces", tmp_path)] == list(range(25))
 
 
 def test_pruning_keeps_newest_max_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,7 +235,7 @@ def test_pruning_keeps_newest_max_files(tmp_path: Path, monkeypatch: pytest.Monk
     other.write_text(json.dumps({"n": -2}) + "\n")
     monkeypatch.setenv("OTELMW_DATA_MAX_BYTES", "200")
     monkeypatch.setenv("OTELMW_DATA_MAX_FILES", "3")
-    out = fs.RotatingLines("traces", tmp_path)
+    out = store_files.RotatingLines("traces", tmp_path)
     for i in range(40):  # ~120 bytes a line: about two lines per file, ~20 files written
         out.write(json.dumps({"n": i, "pad": "x" * 100}))
     out.close()
@@ -242,7 +243,7 @@ def test_pruning_keeps_newest_max_files(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(files) == 3
     assert not old.exists()
     assert other.exists()
-    got = [r["n"] for r in fs.read_requests("traces", tmp_path)]
+    got = [r["n"] for r in readers.read_requests("traces", tmp_path)]
     assert got and got[-1] == 39  # the newest data survives, in order
     assert got == list(range(got[0], 40))
 
@@ -252,9 +253,9 @@ def test_exporter_rotates_through_env_limits(tmp_path: Path,
     monkeypatch.setenv("OTELMW_DATA_DIR", str(tmp_path / "store"))
     monkeypatch.setenv("OTELMW_DATA_MAX_BYTES", "1500")
     monkeypatch.setenv("OTELMW_DATA_MAX_FILES", "2")
-    assert fs.data_dir() == tmp_path / "store"
+    assert store_files.data_dir() == tmp_path / "store"
     tp = TracerProvider(resource=RESOURCE, shutdown_on_exit=False)
-    tp.add_span_processor(SimpleSpanProcessor(fs.FileSpanExporter()))
+    tp.add_span_processor(SimpleSpanProcessor(exporters.FileSpanExporter()))
     tracer = tp.get_tracer("t")
     for i in range(30):
         with tracer.start_as_current_span(f"span-{i}"):
@@ -262,7 +263,7 @@ def test_exporter_rotates_through_env_limits(tmp_path: Path,
     tp.shutdown()
     files = _files(tmp_path / "store", "traces")
     assert len(files) == 2
-    names = [s["name"] for req in fs.read_requests("traces") for rs in req["resourceSpans"]
+    names = [s["name"] for req in readers.read_requests("traces") for rs in req["resourceSpans"]
              for ss in rs["scopeSpans"] for s in ss["spans"]]
     assert names[-1] == "span-29"
     assert names == [f"span-{i}" for i in range(30 - len(names), 30)]
@@ -277,13 +278,13 @@ def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
     torn = (good[0][: len(good[0]) // 2] + "é").encode("utf-8")[:-1]
     with open(path, "ab") as fh:
         fh.write(torn)
-    requests = list(fs.read_requests("traces", tmp_path))
+    requests = list(readers.read_requests("traces", tmp_path))
     assert [json.dumps(r, separators=(",", ":")) for r in requests] == good
     # and a later writer (another process) still produces readable data
-    later = fs.RotatingLines("traces", tmp_path)
+    later = store_files.RotatingLines("traces", tmp_path)
     later.write(json.dumps({"resourceSpans": [], "later": True}))
     later.close()
-    requests = list(fs.read_requests("traces", tmp_path))
+    requests = list(readers.read_requests("traces", tmp_path))
     assert len(requests) == len(good) + 1
     assert requests[-1] == {"resourceSpans": [], "later": True}
 
@@ -291,8 +292,8 @@ def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
 def test_torn_line_in_the_middle_and_blank_lines(tmp_path: Path) -> None:
     path = tmp_path / "logs-20240101T000000-1-000001.jsonl"
     path.write_text('{"a":1}\n\n{"b":\n   \n{"c":3}\n[1,2]\n', encoding="utf-8")
-    assert list(fs.read_requests("logs", tmp_path)) == [{"a": 1}, {"c": 3}]
-    assert list(fs.read_requests("logs", tmp_path / "missing")) == []
+    assert list(readers.read_requests("logs", tmp_path)) == [{"a": 1}, {"c": 3}]
+    assert list(readers.read_requests("logs", tmp_path / "missing")) == []
 
 
 @pytest.mark.parametrize(("name", "value"), [("OTELMW_DATA_MAX_BYTES", "lots"),
@@ -302,5 +303,5 @@ def test_invalid_limits_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
-        fs.RotatingLines("traces", tmp_path)
+        store_files.RotatingLines("traces", tmp_path)
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _support.components import clean_env
 
-from otelmw.telemetry import filestore as fs
+from otelmw.telemetry.store import files
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX limits and locks")
 
@@ -26,7 +26,7 @@ WRITER_HEAD = textwrap.dedent(r"""
     from pathlib import Path
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from otelmw.telemetry.filestore import FileSpanExporter
+    from otelmw.telemetry.store.exporters import FileSpanExporter
 
     STORE = Path(sys.argv[1])
     exporter = FileSpanExporter(STORE)
@@ -148,7 +148,7 @@ def test_rotation_never_deletes_the_file_another_live_process_is_writing(
 def test_a_writer_rolls_over_after_fork_instead_of_sharing_its_parents_file(
         tmp_path: Path) -> None:
     store = tmp_path / "store"
-    out = fs.RotatingLines("traces", store)
+    out = files.RotatingLines("traces", store)
     out.write('{"resourceSpans":[]}')
     pid = os.fork()
     if pid == 0:  # the child: its own file, never the parent's

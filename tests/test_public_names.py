@@ -21,8 +21,8 @@ from otelmw.telemetry.values import error_type
 @pytest.mark.parametrize(("old", "new"), sorted(otelmw.STABLE_MODULES.items()))
 def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
     assert importlib.import_module(f"otelmw.{old}") is importlib.import_module(
-        f"otelmw.core.{new}")
-    assert getattr(otelmw, old) is importlib.import_module(f"otelmw.core.{new}")
+        f"otelmw.{new}")
+    assert getattr(otelmw, old) is importlib.import_module(f"otelmw.{new}")
 
 
 EXPORTED_ERROR_TYPES = [

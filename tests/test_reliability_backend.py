@@ -38,8 +38,8 @@ AGENT = textwrap.dedent(r"""
 
     from otelmw import Pipeline
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry import health, spool
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.export import guard, spool
+    from otelmw.telemetry.configuration import configure
 
     pipe = Pipeline()
     tel = configure("reliability-agent", pipeline=pipe)
@@ -139,7 +139,7 @@ AGENT = textwrap.dedent(r"""
             sys.stdin.readline()
     out["turns"] = i
     out["failures"] = pipe.failures.total()
-    out["drops"] = {f"{s}/{r}": n for (s, r), n in health.drop_counts().items()}
+    out["drops"] = {f"{s}/{r}": n for (s, r), n in guard.drop_counts().items()}
     totals = spool.spooled()  # failed exports are kept there, not dropped
     out["spooled"] = {"span": totals.spans, "log": totals.log_records}
     out["t_end"] = time.monotonic()
@@ -458,16 +458,16 @@ def test_every_queue_full_record_is_counted_despite_the_sdk_duplicate_filter() -
     counting filter must see every one (it is installed in front of it)."""
     import logging
 
-    from otelmw.telemetry import health
+    from otelmw.telemetry.export import guard
 
-    health.install_queue_filter()
+    guard.install_queue_filter()
     sdk = logging.getLogger("opentelemetry.sdk._shared_internal")
-    assert sdk.filters[0] is health._filter
-    before = health.drop_counts().get(("span", "queue_full"), 0)
+    assert sdk.filters[0] is guard._filter
+    before = guard.drop_counts().get(("span", "queue_full"), 0)
     for _ in range(500):
         sdk.warning("Queue full, dropping %s.", "Span")
     sdk.warning("Queue full, dropping %s.", "Log")
-    counts = health.drop_counts()
+    counts = guard.drop_counts()
     assert counts[("span", "queue_full")] - before == 500
     assert counts[("log", "queue_full")] >= 1
     assert ("Span", "queue_full") not in counts  # one label spelling: the documented one
@@ -481,7 +481,7 @@ def test_export_guard_keeps_a_batch_with_one_poisonous_span() -> None:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import Status, StatusCode
 
-    from otelmw.telemetry import health
+    from otelmw.telemetry.export import guard
 
     class Encoding(SpanExporter):
         def __init__(self) -> None:
@@ -507,6 +507,6 @@ def test_export_guard_keeps_a_batch_with_one_poisonous_span() -> None:
     with pytest.raises(UnicodeEncodeError):
         encode_spans(spans)  # what the stock exporter would hit: the batch is lost
     inner = Encoding()
-    result = health.counting_span_exporter(inner).export(spans)
+    result = guard.counting_span_exporter(inner).export(spans)
     assert result is SpanExportResult.SUCCESS
     assert inner.sizes and inner.sizes[0] < 64 * 1024  # bounded, whole batch delivered

@@ -35,8 +35,8 @@ HEAVY = textwrap.dedent("""
     import json, os, sys
     from otelmw import Pipeline, RuntimeMiddlewareRegistry
     from otelmw.core.results import NormalizedToolResult
-    from otelmw.telemetry import health
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.export import guard
+    from otelmw.telemetry.configuration import configure
 
     pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
     tel = configure("export-bound", pipeline=pipe)
@@ -59,7 +59,7 @@ HEAVY = textwrap.dedent("""
             span.add_event(f"e{e}", {f"a{j}": "x" * 4096 for j in range(128)})
         span.end()
     tel.shutdown()
-    print("DROPS", json.dumps({f"{s}/{r}": v for (s, r), v in health.drop_counts().items()}))
+    print("DROPS", json.dumps({f"{s}/{r}": v for (s, r), v in guard.drop_counts().items()}))
 """)
 
 
@@ -128,7 +128,7 @@ def test_an_oversized_span_is_shrunk_and_delivered(tmp_path: Path) -> None:
 AGENT = textwrap.dedent("""
     import sys
     from otelmw import Pipeline
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.configuration import configure
 
     pipe = Pipeline()
     configure("spool-agent", pipeline=pipe)

@@ -433,8 +433,8 @@ HOSTILE_PROGRAM = textwrap.dedent(r"""
     import asyncio, decimal, json, os, sys, time
     from otelmw import Pipeline, RuntimeMiddlewareRegistry
     from otelmw.core.results import NormalizedToolResult
-    from otelmw.telemetry import health
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.export import guard
+    from otelmw.telemetry.configuration import configure
 
     pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
     tel = configure("hostile", pipeline=pipe)
@@ -576,7 +576,7 @@ HOSTILE_PROGRAM = textwrap.dedent(r"""
     t0 = time.monotonic()
     out["shutdown_ok"] = tel.shutdown(timeout_s=30)
     out["shutdown_s"] = time.monotonic() - t0
-    out["drops"] = {f"{s}/{r}": n for (s, r), n in health.drop_counts().items()}
+    out["drops"] = {f"{s}/{r}": n for (s, r), n in guard.drop_counts().items()}
     print(json.dumps(out), flush=True)
 """)
 

@@ -335,8 +335,8 @@ HUGE_PROGRAM = r"""
 import json, sys
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.core.results import NormalizedToolResult
-from otelmw.telemetry import health
-from otelmw.telemetry.setup import configure
+from otelmw.telemetry.export import guard
+from otelmw.telemetry.configuration import configure
 
 pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
 tel = configure("huge", pipeline=pipe)
@@ -357,7 +357,7 @@ with pipe.turn("agent"):
         pipe.run_tool("t", {"q": 1}, lambda a: "ok", runtime_id="vendor")
 ok = tel.shutdown(timeout_s=30)
 print(json.dumps({"shutdown_ok": ok,
-                  "drops": {f"{s}/{r}": n for (s, r), n in health.drop_counts().items()}}))
+                  "drops": {f"{s}/{r}": n for (s, r), n in guard.drop_counts().items()}}))
 """
 
 

@@ -24,7 +24,7 @@ from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 from otelmw.instrumentation._base import OtelmwInstrumentor, host_unsupported
-from otelmw.telemetry.filestore import read_requests
+from otelmw.telemetry.store.readers import read_requests
 
 pytestmark = pytest.mark.timeout(180)
 TIMEOUT = 90
@@ -337,7 +337,7 @@ def test_wrap_spec_without_kind_is_an_error_at_start(app: Path) -> None:
 ])
 def test_only_python_running_a_targeted_script_goes_through_main_script(
         command: list[str], expected: list[str] | None) -> None:
-    from otelmw.core.settings import WrapTarget
+    from otelmw.config.settings import WrapTarget
     from otelmw.main_script import command_for
 
     targets = [WrapTarget("my_agent", "call_model", "llm"), WrapTarget("lib", "f", "tool")]

@@ -23,9 +23,9 @@ from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 import otelmw
-from otelmw.core import settings as cfg
-from otelmw.telemetry.filestore import read_requests
-from otelmw.telemetry.treeview import spans_from_requests
+from otelmw.cli.views import spans_from_requests
+from otelmw.config import settings as cfg
+from otelmw.telemetry.store.readers import read_requests
 
 TIMEOUT = 90
 ROOT = Path(otelmw.__file__).resolve().parent
@@ -167,7 +167,7 @@ def test_only_the_settings_module_reads_the_environment() -> None:
             names = _environment_reads(ast.parse(path.read_text()))
             if names:
                 readers[str(path.relative_to(ROOT))] = names
-    assert readers == {}, "read these through otelmw.core.settings"
+    assert readers == {}, "read these through otelmw.config.settings"
     # ... and the check itself sees a read when there is one
     assert _environment_reads(ast.parse("os.environ.get('OTELMW_X'); os.getenv('OTEL_Y')")) == [
         "OTELMW_X", "OTEL_Y"]

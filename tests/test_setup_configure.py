@@ -30,7 +30,7 @@ PROGRAM = textwrap.dedent("""
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.configuration import configure
 
     pipeline, memory = build_demo_pipeline()
     telemetry = configure("configure-test", pipeline=pipeline)
@@ -254,7 +254,7 @@ def test_invalid_configuration_raises_value_error(tmp_path: Path, var: str, valu
                     **{var: value})
     code = textwrap.dedent("""
         from opentelemetry import _logs, metrics, trace
-        from otelmw.telemetry.setup import configure
+        from otelmw.telemetry.configuration import configure
         try:
             configure()
         except ValueError as exc:
@@ -329,7 +329,7 @@ def test_application_tracer_provider_is_kept(rx: OtlpReceiver, tmp_path: Path) -
         before = list(app_tp._active_span_processor._span_processors)
 
         from otelmw.demo import DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline, run_agent
-        from otelmw.telemetry.setup import configure
+        from otelmw.telemetry.configuration import configure
 
         pipeline, _ = build_demo_pipeline()
         telemetry = configure(pipeline=pipeline)
@@ -411,8 +411,8 @@ def test_process_exit_is_bounded_without_explicit_shutdown(rx: OtlpReceiver,
 
 @pytest.mark.parametrize("explicit_dir", [True, False])
 def test_no_endpoint_goes_to_embedded_store(tmp_path: Path, explicit_dir: bool) -> None:
-    from otelmw.telemetry.filestore import read_requests
-    from otelmw.telemetry.treeview import spans_from_requests
+    from otelmw.cli.views import spans_from_requests
+    from otelmw.telemetry.store.readers import read_requests
 
     store = tmp_path / "store" if explicit_dir else tmp_path / ".otelmw"
     extra = {"OTELMW_DATA_DIR": str(store)} if explicit_dir else {}
@@ -450,11 +450,12 @@ def test_no_endpoint_goes_to_embedded_store(tmp_path: Path, explicit_dir: bool) 
 
 # What configure() and a turn may rebind at module level: process-wide runtime state,
 # each named as such where it lives. Settings are handed down by constructor instead.
-RUNTIME_STATE = {"otelmw.telemetry.setup._current", "otelmw.telemetry.lifecycle._flush",
+RUNTIME_STATE = {"otelmw.telemetry.configuration._current",
+                 "otelmw.telemetry.export.process_exit._flush",
                  "otelmw.telemetry.context._installed", "otelmw.telemetry.digests._mac"}
 REBINDS = textwrap.dedent("""
     import json, sys
-    import otelmw.demo, otelmw.telemetry.setup
+    import otelmw.demo, otelmw.telemetry.configuration
 
     def module_globals():
         return {f"{m}.{k}": v for m, mod in list(sys.modules.items())
@@ -464,7 +465,7 @@ REBINDS = textwrap.dedent("""
     before = module_globals()
     from otelmw.demo import DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline, run_agent
     pipeline, _ = build_demo_pipeline()
-    telemetry = otelmw.telemetry.setup.configure("rebinds", pipeline=pipeline)
+    telemetry = otelmw.telemetry.configuration.configure("rebinds", pipeline=pipeline)
     with pipeline.turn("demo-agent", session_id="s-1", runtime_id=DEMO_RUNTIME):
         run_agent(pipeline, ScriptedProvider(), "weather?")
     telemetry.shutdown()
@@ -482,9 +483,9 @@ def test_configure_rebinds_no_module_global_but_the_named_runtime_state(
 def test_the_propagate_threads_argument_wins_over_the_environment(tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import json
-        from otelmw.core import settings as cfg
+        from otelmw.config import settings as cfg
         from otelmw.telemetry.context import threads_instrumented
-        from otelmw.telemetry.setup import configure
+        from otelmw.telemetry.configuration import configure
         telemetry = configure("threads", propagate_threads=False)
         print(json.dumps([telemetry.settings[cfg.NO_THREAD_PROPAGATION],
                           threads_instrumented()]))

@@ -16,8 +16,8 @@ from _support.cli import otelmw_cmd
 from _support.components import clean_env
 from _support.otlp_receiver import OtlpReceiver
 
-from otelmw.telemetry import filestore as fs
-from otelmw.telemetry.treeview import spans_from_requests
+from otelmw.cli.views import spans_from_requests
+from otelmw.telemetry.store import files, readers
 
 TIMEOUT = 90
 SPANS_PER_TURN = 22
@@ -27,7 +27,7 @@ TWO_BATCHES = textwrap.dedent("""
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.configuration import configure
     import tempfile
     from pathlib import Path
 
@@ -86,11 +86,11 @@ def test_a_bad_line_between_two_batches_is_skipped_and_named(
         tmp_path: Path, batches: list[str], bad: str, reason: str) -> None:
     path = tmp_path / "traces-20260101T000000-1-000001.jsonl"
     path.write_text("\n".join([batches[0], bad, batches[1]]) + "\n", encoding="utf-8")
-    skipped: list[fs.SkippedLine] = []
-    spans = list(spans_from_requests(fs.read_requests("traces", tmp_path, skipped)))
+    skipped: list[readers.SkippedLine] = []
+    spans = list(spans_from_requests(readers.read_requests("traces", tmp_path, skipped)))
     assert len(spans) == 2 * SPANS_PER_TURN  # every good line kept
-    assert skipped == [fs.SkippedLine(path, 2, reason)]
-    told = fs.describe_skipped(skipped)
+    assert skipped == [readers.SkippedLine(path, 2, reason)]
+    told = readers.describe_skipped(skipped)
     assert told.startswith("otelmw: skipped 1 unreadable line(s)")
     assert f"{path}: line 2 ({reason})" in told
 
@@ -102,11 +102,11 @@ def test_a_torn_write_followed_by_a_complete_batch_keeps_the_batch(
     path = tmp_path / "traces-20260101T000000-1-000001.jsonl"
     torn = batches[0][: len(batches[0]) // 2]
     path.write_text(torn + batches[1] + "\n", encoding="utf-8")
-    skipped: list[fs.SkippedLine] = []
-    spans = list(spans_from_requests(fs.read_requests("traces", tmp_path, skipped)))
+    skipped: list[readers.SkippedLine] = []
+    spans = list(spans_from_requests(readers.read_requests("traces", tmp_path, skipped)))
     assert len(spans) == SPANS_PER_TURN
     assert {s.trace_id for s in spans} == {trace_of(batches[1])}
-    assert skipped == [fs.SkippedLine(path, 1, "a torn request; the complete one after it "
+    assert skipped == [readers.SkippedLine(path, 1, "a torn request; the complete one after it "
                                                "was kept")]
 
 
@@ -115,11 +115,11 @@ def test_a_truncated_file_keeps_the_lines_before_the_cut(tmp_path: Path,
     path = tmp_path / "traces-20260101T000000-1-000001.jsonl"
     data = ("\n".join(batches) + "\n").encode("utf-8")
     path.write_bytes(data[: len(batches[0]) + 1 + len(batches[1]) // 3])
-    skipped: list[fs.SkippedLine] = []
-    spans = list(spans_from_requests(fs.read_requests("traces", tmp_path, skipped)))
+    skipped: list[readers.SkippedLine] = []
+    spans = list(spans_from_requests(readers.read_requests("traces", tmp_path, skipped)))
     assert {s.trace_id for s in spans} == {trace_of(batches[0])}
     assert len(spans) == SPANS_PER_TURN
-    assert skipped == [fs.SkippedLine(path, 2, "not JSON (torn or corrupt)")]
+    assert skipped == [readers.SkippedLine(path, 2, "not JSON (torn or corrupt)")]
 
 
 def _corrupt_store(store: Path, batches: list[str]) -> Path:
@@ -196,12 +196,12 @@ def test_a_store_that_cannot_be_written_is_named_and_the_demo_does_not_claim_it(
 def test_store_write_error_during_a_run_is_named_once(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    out = fs.RotatingLines("traces", tmp_path / "store")
+    out = files.RotatingLines("traces", tmp_path / "store")
     out.write(json.dumps({"resourceSpans": []}))
     out.close()
     shutil.rmtree(tmp_path / "store")
     (tmp_path / "store").write_text("now a file")  # the directory was replaced
-    monkeypatch.setattr(fs, "_write_errors", {})
+    monkeypatch.setattr(files, "_write_errors", {})
     with caplog.at_level("WARNING", logger="otelmw"):
         for _ in range(3):
             with pytest.raises(OSError):
@@ -209,4 +209,4 @@ def test_store_write_error_during_a_run_is_named_once(tmp_path: Path,
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1, warned
     assert f"{tmp_path / 'store'}: File exists" in warned[0]
-    assert fs.store_write_errors() == [f"{tmp_path / 'store'}: File exists"]
+    assert files.store_write_errors() == [f"{tmp_path / 'store'}: File exists"]

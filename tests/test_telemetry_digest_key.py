@@ -86,7 +86,7 @@ def test_processes_of_one_deployment_agree_and_other_deployments_differ(
 
 def test_a_short_digest_key_is_refused_at_configure_without_echoing_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.setup import configure
+    from otelmw.telemetry.configuration import configure
 
     monkeypatch.setenv("OTELMW_DIGEST_KEY", "hunter2")
     with pytest.raises(ValueError, match="OTELMW_DIGEST_KEY") as info:
@@ -117,8 +117,8 @@ SETTINGS_CHILD = textwrap.dedent("""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from otelmw import get_pipeline
-    from otelmw.core import settings as cfg
-    from otelmw.telemetry.setup import configure
+    from otelmw.config import settings as cfg
+    from otelmw.telemetry.configuration import configure
 
     settings = cfg.load().with_value(cfg.DIGEST_KEY, %r).with_value(cfg.DIGEST_MAX_BYTES, 64)
     telemetry = configure("digest-settings", settings=settings)

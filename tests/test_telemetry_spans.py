@@ -921,14 +921,17 @@ def test_middleware_duration_metric_can_be_switched_off(
 
 
 def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.observer import TelemetryObserver, middleware_metrics_on
+    from otelmw.telemetry.observer import TelemetryObserver
 
     monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
-    assert middleware_metrics_on() is True  # on by default: the contract metric
+    assert TelemetryObserver().layer_metrics is True  # on by default: the contract metric
+    monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", "off")
+    assert TelemetryObserver().layer_metrics is False
+    # an explicit argument wins over the environment
+    assert TelemetryObserver(middleware_metrics=True).layer_metrics is True
     monkeypatch.setenv("OTELMW_MIDDLEWARE_METRICS", "of")
     with pytest.raises(ValueError, match="OTELMW_MIDDLEWARE_METRICS='of'"):
         TelemetryObserver()
-    assert middleware_metrics_on(True) is True  # an explicit argument wins over the env
 
 
 @pytest.mark.parametrize("op", OPS)

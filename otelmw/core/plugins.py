@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import settings as cfg
+from ..config import settings as cfg
 from .contract import HOOK_NAMES
 from .pipeline import Pipeline, get_pipeline
 from .registry import Layer, make_layer, validate_hook, validate_middleware
@@ -41,7 +41,9 @@ RegisterFn = Callable[["PluginContext"], Any]
 
 
 def otelmw_home() -> Path:
-    return cfg.HOME.read() or Path.home() / ".otelmw"
+    """``OTELMW_HOME`` (default ``~/.otelmw``), for a ``PluginManager`` given no ``home``
+    (the environment's settings are loaded here: a bad one raises ``ValueError``)."""
+    return cfg.load()[cfg.HOME] or Path.home() / ".otelmw"
 
 
 class PluginConfig:

@@ -34,17 +34,13 @@ def ensure_observer() -> None:
     pipe = get_pipeline()
     if pipe.observer is not None:
         return
-    from ..core import settings as cfg
-    from ..telemetry.content import ContentPolicy
+    from ..config import settings as cfg
     from ..telemetry.observer import TelemetryObserver
 
     # Here the program is already running (an instrumentor installs this on the host's
     # import): a bad setting falls back to its default with one warning instead of
     # failing the import. ``configure()`` raises on the same values.
-    s = cfg.load(strict=False)
-    pipe.observer = TelemetryObserver(content=ContentPolicy.from_settings(s),
-                                      failures=pipe.failures, hook_events=s[cfg.HOOK_EVENTS],
-                                      middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on")
+    pipe.observer = TelemetryObserver(failures=pipe.failures, settings=cfg.load(strict=False))
 
 
 def host_hook_points_recorded(obs: PipelineObserver | None) -> bool:

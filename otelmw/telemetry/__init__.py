@@ -1,10 +1,10 @@
 """OpenTelemetry for the otelmw pipeline: observer, digests, content policy, setup."""
 
+from .configuration import Telemetry, configure, current
 from .content import ContentPolicy, default_redactor, set_redactor
 from .context import carry, instrument_threads, safe_detach, uninstrument_threads
 from .digests import canonical_bytes, digest
 from .observer import TelemetryObserver
-from .setup import Telemetry, configure, current
 
 __all__ = [
     "ContentPolicy",

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from ..core import settings as cfg
+from ..config import settings as cfg
 from .attributes import MIME_JSON, MIME_TEXT
 from .digests import _json_default
 from .messages import BINARY, CONTENT_FIELDS, OPTIONAL
@@ -42,8 +42,6 @@ SPAN_ONLY: Final = "SPAN_ONLY"
 EVENT_ONLY: Final = "EVENT_ONLY"
 SPAN_AND_EVENT: Final = "SPAN_AND_EVENT"
 MODES: Final = cfg.CAPTURE_MODES
-ENV_MODE: Final = cfg.CAPTURE_CONTENT.name
-ENV_MAX: Final = cfg.CONTENT_MAX_LENGTH.name
 
 REDACTED: Final = "[REDACTED]"
 
@@ -140,16 +138,6 @@ def set_redactor(redactor: Redactor | None) -> None:
     _redactor = redactor if redactor is not None else default_redactor
 
 
-def parse_mode(value: str | None) -> str:
-    """Parse the capture-mode env value; raise ``ValueError`` on a typo."""
-    if not (value or "").strip():
-        return NO_CONTENT
-    try:
-        return cfg.CAPTURE_CONTENT.parse(value or "")
-    except ValueError:
-        raise ValueError(cfg.CAPTURE_CONTENT.problem(value or "")) from None
-
-
 class MessageValue(NamedTuple):
     """One GenAI message attribute, cut to the content limit and redacted."""
 
@@ -169,11 +157,6 @@ class ContentPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_spans", self.mode in (SPAN_ONLY, SPAN_AND_EVENT))
         object.__setattr__(self, "on_events", self.mode in (EVENT_ONLY, SPAN_AND_EVENT))
-
-    @classmethod
-    def from_env(cls) -> ContentPolicy:
-        """From the environment; ``ValueError`` on an invalid value."""
-        return cls.from_settings(cfg.load())
 
     @classmethod
     def from_settings(cls, settings: cfg.Settings) -> ContentPolicy:

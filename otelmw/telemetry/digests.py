@@ -63,7 +63,7 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from ..core import settings as cfg
+from ..config import settings as cfg
 
 try:  # optional at import (a dependency of the package): only an accelerator
     import orjson as _orjson
@@ -80,13 +80,9 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 _JSON_TYPES = (dict, list, tuple, *_JSON_SCALARS)
 
 
-def _max_bytes() -> int:
-    # Read at import (lenient: a bad value warns and keeps the default);
-    # configure() validates it strictly with every other setting.
-    return cfg.DIGEST_MAX_BYTES.read(strict=False)
-
-
-MAX_BYTES = _max_bytes()
+#: The bound ``digest`` applies when none is given: ``OTELMW_DIGEST_MAX_BYTES``'s default
+#: (the observer digests with the configured bound its settings hand it).
+MAX_BYTES: Final = cfg.DIGEST_MAX_BYTES.default
 
 
 def type_name(value: Any) -> str:
@@ -150,20 +146,16 @@ def use_key(key: bytes) -> None:
     _mac = hashlib.sha256(key_block(key))
 
 
-def load_key(home: Path | None = None, given: str | None = None) -> bytes:
+def load_key(home: Path | None, given: str) -> bytes:
     """The deployment's digest key: ``given`` (``OTELMW_DIGEST_KEY``) when set, else the
-    text of ``home``'s (``$OTELMW_HOME``'s) ``digest.key`` (created on first use: 32
-    random bytes as 64 hex characters, mode 0600; concurrent first processes agree on
-    one file), UTF-8 encoded without surrounding whitespace. Either read from the
-    environment when not given. Raises ``OSError`` when the file can be neither read
-    nor created, ``ValueError`` when it holds fewer than 16 characters."""
-    if given is None:
-        given = cfg.DIGEST_KEY.read(strict=False)  # configure() validated it strictly
+    text of ``home``'s (``OTELMW_HOME``'s, default ``~/.otelmw``) ``digest.key`` (created
+    on first use: 32 random bytes as 64 hex characters, mode 0600; concurrent first
+    processes agree on one file), UTF-8 encoded without surrounding whitespace. Raises
+    ``OSError`` when the file can be neither read nor created, ``ValueError`` when it
+    holds fewer than 16 characters."""
     if given:
         return given.encode("utf-8")
-    if home is None:
-        home = cfg.HOME.read(strict=False) or Path.home() / ".otelmw"
-    path = home / KEY_FILE
+    path = (home if home is not None else Path.home() / ".otelmw") / KEY_FILE
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
@@ -192,7 +184,7 @@ def _create_key_file(path: Path) -> str:
     return text
 
 
-def _usable_key(home: Path | None = None, given: str | None = None) -> bytes:
+def _usable_key(home: Path | None, given: str) -> bytes:
     """``load_key``, or without a usable key a per-process random one, with one
     warning. Never raises."""
     try:
@@ -216,11 +208,13 @@ def use_settings(settings: cfg.Settings) -> None:
 
 
 def _keyed() -> Any:
-    """The keyed SHA-256 state, loading the key of the environment on first use (a
-    program that digests without ``configure()``). Never raises."""
+    """The keyed SHA-256 state, loading the key the environment's settings name on first
+    use (a program that digests without ``configure()``; a bad setting warns and keeps
+    its default). Never raises."""
     with _key_lock:
         if _mac is None:
-            use_key(_usable_key())
+            settings = cfg.load(strict=False)
+            use_key(_usable_key(settings[cfg.HOME], settings[cfg.DIGEST_KEY]))
     return _mac
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from opentelemetry import _logs
 
-from ..core import settings as cfg
 from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
 from ..core.results import NormalizedToolResult
 from . import attributes as a
@@ -20,15 +19,6 @@ from .content import redact
 from .spans.operation import Signals, call_ids, digest_once
 from .values import clean_str as _c
 from .values import error_type
-
-HOOK_EVENT_MODES = cfg.HOOK_EVENT_MODES
-ENV_HOOK_EVENTS = cfg.HOOK_EVENTS.name
-
-
-def hook_events_mode(value: str | None = None) -> str:
-    """``registered`` (default) | ``all`` | ``none``, from ``value`` or
-    ``OTELMW_HOOK_EVENTS``; ``ValueError`` on a typo."""
-    return cfg.HOOK_EVENTS.read(None if value is None else {cfg.HOOK_EVENTS.name: value})
 
 
 class HookEventEmitter:

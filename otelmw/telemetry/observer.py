@@ -17,24 +17,22 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 
-from .. import __version__
+from ..config import settings as cfg
 from ..core.contract import CallInfo
 from ..core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
+from ..version import __version__
 from . import attributes as a
-from . import digests
 from .content import ContentPolicy
-from .hook_events import ENV_HOOK_EVENTS, HOOK_EVENT_MODES, HookEventEmitter, hook_events_mode
+from .hook_events import HookEventEmitter
 from .metrics import Instruments
 from .spans.chat import ChatSpans
 from .spans.embeddings import EmbeddingsSpans
-from .spans.layer import ENV_MIDDLEWARE_METRICS, LayerSpans, middleware_metrics_on
+from .spans.layer import LayerSpans
 from .spans.operation import OperationSpans, OpState, Signals
 from .spans.tool import ToolSpans
 from .spans.turn import TurnSpans
-from .values import error_type
 
-__all__ = ["ENV_HOOK_EVENTS", "ENV_MIDDLEWARE_METRICS", "HOOK_EVENT_MODES", "TelemetryObserver",
-           "error_type", "hook_events_mode", "middleware_metrics_on"]
+__all__ = ["TelemetryObserver"]
 
 
 class TelemetryObserver:
@@ -50,24 +48,31 @@ class TelemetryObserver:
                  logger_provider: Any = None, content: ContentPolicy | None = None,
                  failures: FailureLog | None = None, hook_events: str | None = None,
                  middleware_metrics: bool | None = None,
-                 digest_max_bytes: int | None = None) -> None:
+                 digest_max_bytes: int | None = None,
+                 settings: cfg.Settings | None = None) -> None:
+        """What it records follows ``settings`` (``configure()`` hands down the ones it
+        validated; without them, the environment's are loaded here and a bad value
+        raises ``ValueError``); an argument given here wins over its setting."""
+        s = settings if settings is not None else cfg.load()
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
         self.inst = Instruments(self.meter)
-        self.content = content if content is not None else ContentPolicy.from_env()
+        self.content = content if content is not None else ContentPolicy.from_settings(s)
         self.failures = failures
         # Which hook firings the core reports (``PipelineObserver.hook_events``).
-        self.hook_events: str = hook_events_mode(hook_events)
+        self.hook_events: str = (s[cfg.HOOK_EVENTS] if hook_events is None
+                                 else cfg.HOOK_EVENTS.validated(hook_events))
         signals = self.signals = Signals(
             self.tracer, self.logger, self.inst, self.content, failures,
-            digests.MAX_BYTES if digest_max_bytes is None else digest_max_bytes)
+            s[cfg.DIGEST_MAX_BYTES] if digest_max_bytes is None else digest_max_bytes)
 
         self.chat = ChatSpans(signals)
         self.embeddings = EmbeddingsSpans(signals)
         self.tools = ToolSpans(signals)
         self.turns = TurnSpans(signals)
-        self.layers = LayerSpans(signals, middleware_metrics_on(middleware_metrics))
+        self.layers = LayerSpans(signals, s[cfg.MIDDLEWARE_METRICS] == "on"
+                                 if middleware_metrics is None else middleware_metrics)
         self.hook_emitter = HookEventEmitter(signals)
         self._by_operation: dict[str, OperationSpans] = {
             a.OP_CHAT: self.chat, a.OP_EMBEDDINGS: self.embeddings}

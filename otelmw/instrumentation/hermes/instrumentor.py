@@ -8,8 +8,8 @@ from typing import Any
 
 import wrapt
 
+from ...config import settings as cfg
 from ...core import contract as c
-from ...core import settings as cfg
 from ...core.pipeline import get_pipeline
 from ...telemetry import context as tctx
 from .._base import OtelmwInstrumentor, Wrapper, ensure_observer
@@ -51,7 +51,7 @@ class HermesInstrumentor(OtelmwInstrumentor):
                 self._wrap_module, self._generation, module, name, wrapper), module)
         # Hermes' provider call runs on a bare Thread
         self._threads = not tctx.threads_instrumented() and not \
-            cfg.NO_THREAD_PROPAGATION.read(strict=False)
+            cfg.load(strict=False)[cfg.NO_THREAD_PROPAGATION]
         if self._threads:
             tctx.instrument_threads()
         if not get_pipeline().normalizers.has_middleware(RUNTIME_ID):

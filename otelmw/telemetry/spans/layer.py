@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from ...core import settings as cfg
 from ...core.contract import CallInfo
 from ...core.registry import Layer
 from ...core.seam import ERROR, FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
@@ -37,20 +36,6 @@ from .operation import Signals, attach, mark_exception, perf_counter, set_span_i
 
 _INTERNAL = SpanKind.INTERNAL
 _MAX_LAYERS = 4096  # plugin reloads create new layers: the cache stays bounded
-ENV_MIDDLEWARE_METRICS = cfg.MIDDLEWARE_METRICS.name
-
-
-def middleware_metrics_on(value: bool | None = None) -> bool:
-    """Whether each layer records ``otelmw.middleware.duration``: ``value``, else
-    ``OTELMW_MIDDLEWARE_METRICS`` (``on``, the default, or ``off``); ``ValueError``
-    on a typo. Off saves the SDK's per-record cost (≈ 5–6 µs per layer with an SDK
-    ``MeterProvider``); layer spans keep their durations (and a Collector's
-    span-metrics connector can still derive the histogram from them)."""
-    if value is not None:
-        return bool(value)
-    return cfg.MIDDLEWARE_METRICS.read() == "on"
-
-
 @dataclass(frozen=True, slots=True)
 class LayerInfo:
     """One layer's constants at one position, shared by all its spans: the

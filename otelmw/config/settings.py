@@ -78,20 +78,17 @@ class Setting(Generic[T]):
         hint = f"; did you mean {near!r}?" if near is not None and near != raw else ""
         return f"{self.name}={raw!r}: {reason}{hint}"
 
-    def read(self, environ: Mapping[str, str] | None = None, *, strict: bool = True) -> T:
-        """This one setting from ``environ`` (default ``os.environ``)."""
-        env = os.environ if environ is None else environ
-        raw = env.get(self.name, "").strip()
+    def validated(self, raw: str) -> T:
+        """``raw`` given for this setting another way (a function's argument) parsed as the
+        environment's value would be: unset or empty means the default; ``ValueError``
+        with the one-line message otherwise."""
+        raw = raw.strip()
         if not raw:
             return self.default
         try:
             return self.parse(raw)
         except ValueError:
-            message = self.problem(raw)
-            if strict:
-                raise ValueError(message) from None
-            _warn_once(message, self)
-            return self.default
+            raise ValueError(self.problem(raw)) from None
 
 
 # Process-wide runtime state: the lenient warnings already given (each once per process).

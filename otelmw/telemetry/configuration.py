@@ -32,11 +32,12 @@ from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from ..core import settings as cfg
+from ..config import settings as cfg
 from ..core.pipeline import Pipeline, get_pipeline
-from . import digests, health, lifecycle, spool
+from . import digests
 from .content import ContentPolicy
 from .context import instrument_threads
+from .export import guard, process_exit, spool
 from .observer import TelemetryObserver
 from .streams import abandon_open_streams
 
@@ -110,10 +111,10 @@ def _exporter(signal: str, name: str, settings: cfg.Settings) -> Any:
     if name == "otlp":
         return _otlp(signal, settings)
     if name == "file":
-        from . import filestore as fs
+        from .store import exporters
 
-        return {"traces": fs.FileSpanExporter, "metrics": fs.FileMetricExporter,
-                "logs": fs.FileLogExporter}[signal](settings=settings)
+        return {"traces": exporters.FileSpanExporter, "metrics": exporters.FileMetricExporter,
+                "logs": exporters.FileLogExporter}[signal](settings=settings)
     return {"traces": ConsoleSpanExporter, "metrics": ConsoleMetricExporter,
             "logs": ConsoleLogRecordExporter}[signal]()
 
@@ -197,7 +198,7 @@ class Telemetry:
         """End the stream spans still open, flush and stop otelmw's providers;
         returns False if the deadline hit."""
         t = timeout_s if timeout_s is not None else self.shutdown_timeout_s
-        with lifecycle.signals_deferred():
+        with process_exit.signals_deferred():
             owned, self.owned = self.owned, []
             if not owned:
                 return self.stopping.wait() if self.stopping is not None else True
@@ -209,11 +210,11 @@ class Telemetry:
             self.stopping = BoundedRun([p.shutdown for p in owned], t)
             ok = self.stopping.wait(reserve=t * SPOOL_RESERVE)
             if not ok:  # a backend still not answering: keep the rest in the spool
-                health.give_up_exports()
+                guard.give_up_exports()
                 ok = self.stopping.wait()
             if self.spool is not None:
                 self.spool.close()
-            health.summarize()  # final drop totals: one line, only if something was lost
+            guard.summarize()  # final drop totals: one line, only if something was lost
             spool.summarize()
             return ok
 
@@ -284,7 +285,7 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
     """Set up OpenTelemetry for otelmw and install the telemetry observer.
 
     Idempotent: a second call returns the first result. ``settings`` default to
-    ``otelmw.core.settings.load()`` of the environment, which raises ``ValueError`` on
+    ``otelmw.config.settings.load()`` of the environment, which raises ``ValueError`` on
     an invalid value (naming the variable, the value and what is allowed) before
     anything is installed; auto-instrumentation passes leniently loaded settings.
     ``propagate_threads`` overrides ``OTELMW_NO_THREAD_PROPAGATION``. The settings
@@ -308,14 +309,14 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             {} if s[cfg.SERVICE_NAME] or "service.name" in s[cfg.RESOURCE_ATTRIBUTES]
             else {"service.name": service_name or "otelmw"})
         owned: list[Any] = []
-        limits = health.GuardLimits.from_settings(s)
+        limits = guard.GuardLimits.from_settings(s)
         spool_to = spool.Spool.from_settings(s)
 
         def guarded(signal: str, name: str) -> Any:
             """Exporter ``name`` for ``signal`` inside its export guard."""
-            guard = (health.counting_span_exporter if signal == "traces"
-                     else health.counting_log_exporter)
-            return guard(_exporter(signal, name, s), _spool_as(signal, name, choices),
+            counting = (guard.counting_span_exporter if signal == "traces"
+                        else guard.counting_log_exporter)
+            return counting(_exporter(signal, name, s), _spool_as(signal, name, choices),
                          limits, spool_to)
 
         tp = trace.get_tracer_provider()
@@ -342,12 +343,10 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
             _logs.set_logger_provider(lp)
             owned.append(lp)
         observer = TelemetryObserver(tp, mp, lp, content=content, failures=pipe.failures,
-                                     hook_events=s[cfg.HOOK_EVENTS],
-                                     middleware_metrics=s[cfg.MIDDLEWARE_METRICS] == "on",
-                                     digest_max_bytes=s[cfg.DIGEST_MAX_BYTES])
+                                     settings=s)
         digests.use_settings(s)
-        health.install_queue_filter()
-        health.register_drop_metric(observer.meter)
+        guard.install_queue_filter()
+        guard.register_drop_metric(observer.meter)
         spool.register_spool_metric(observer.meter)
         pipe.observer = observer
         if not s[cfg.NO_THREAD_PROPAGATION]:
@@ -361,8 +360,8 @@ def configure(service_name: str | None = None, *, pipeline: Pipeline | None = No
                              spool=spool_to, settings=s)
         atexit.register(_current.shutdown)
         if owned:  # the exits atexit does not see: signals, multiprocessing children
-            lifecycle.install_signal_flush(_current.flush_on_signal)
-            lifecycle.flush_in_multiprocessing_children(_current.shutdown)
+            process_exit.install_signal_flush(_current.flush_on_signal)
+            process_exit.flush_in_multiprocessing_children(_current.shutdown)
         return _current
 
 

@@ -8,13 +8,14 @@ CLI's own colours are added after that, and only on a terminal.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from typing import Final, TextIO
 
 from wcwidth import wcwidth
+
+from ..config.environment import terminal_conventions
 
 # C0 and C1 controls, DEL, and the Unicode bidi/format controls that reorder or
 # hide text on screen ("Trojan Source"); the zero-width joiner of emoji stays.
@@ -28,7 +29,6 @@ DIM: Final = "2"
 RED: Final = "31"
 GREEN: Final = "32"
 YELLOW: Final = "33"
-BLUE: Final = "34"
 MAGENTA: Final = "35"
 CYAN: Final = "36"
 
@@ -95,7 +95,8 @@ def color_wanted(stream: TextIO, choice: str = "auto") -> bool:
     """``always``/``never``, or ``auto``: a terminal, no ``NO_COLOR``, not ``TERM=dumb``."""
     if choice != "auto":
         return choice == "always"
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    conventions = terminal_conventions()
+    if conventions.no_color or conventions.dumb:
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())

@@ -4,7 +4,7 @@
   item; ``QueueFullFilter`` turns that into a count plus one summary WARNING per
   minute.
 * ``CountingSpanExporter`` / ``CountingLogExporter`` (the export guard) keep each
-  request under the byte bound (``export_bound``) and hand what an OTLP exporter
+  request under the byte bound (``request_size``) and hand what an OTLP exporter
   could not deliver (backend refused, unreachable, timed out) to the spool
   (``spool``); only what cannot be spooled is counted as dropped. Before exporting they bound
   every string of an item — span name, status description, event names, attribute
@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ..core import settings as cfg
-from . import export_bound, spool
+from ...config import settings as cfg
+from . import request_size, spool
 
 logger = logging.getLogger("otelmw")
 
@@ -67,13 +67,6 @@ def record_drop(signal: str, reason: str, n: int = 1) -> None:
 def drop_counts() -> dict[tuple[str, str], int]:
     with _lock:
         return dict(_counts)
-
-
-def reset_drop_counts() -> None:
-    global _last_summary
-    with _lock:
-        _counts.clear()
-        _last_summary = 0.0
 
 
 class QueueFullFilter(logging.Filter):
@@ -119,10 +112,10 @@ DEFAULT_MAX_TEXT = 4096
 @dataclass(frozen=True, slots=True)
 class GuardLimits:
     """The export guard's bounds: characters per string (``max_text``) and bytes per
-    export request (``max_request_bytes``, ``export_bound``)."""
+    export request (``max_request_bytes``, ``request_size``)."""
 
     max_text: int = DEFAULT_MAX_TEXT
-    max_request_bytes: int = export_bound.DEFAULT_MAX_REQUEST_BYTES
+    max_request_bytes: int = request_size.DEFAULT_MAX_REQUEST_BYTES
 
     @classmethod
     def from_settings(cls, settings: cfg.Settings) -> GuardLimits:
@@ -174,10 +167,10 @@ def _needs_fit_map(mapping: Any, limit: int) -> bool:
 
 
 def _fit_size_map(mapping: Any, limit: int) -> int:
-    """The estimated encoded size of an attribute mapping (``export_bound``), or -1
+    """The estimated encoded size of an attribute mapping (``request_size``), or -1
     when one of its strings needs bounding (``limit`` characters) or repair: one pass
     does both."""
-    number, framing = export_bound.NUMBER, export_bound.ATTRIBUTE
+    number, framing = request_size.NUMBER, request_size.ATTRIBUTE
     n = 0
     for k, v in mapping.items():  # inlined fast path: short ASCII strings and numbers
         t = type(v)
@@ -186,21 +179,21 @@ def _fit_size_map(mapping: Any, limit: int) -> int:
             if size > limit or not v.isascii():
                 if _fit(v, limit) is not v:
                     return -1
-                size = export_bound.text_size(v)
+                size = request_size.text_size(v)
             n += size
         elif t is int or t is float or t is bool:
             n += number
         elif _needs_fit(v, limit):
             return -1
         else:
-            n += export_bound.value_size(v)
+            n += request_size.value_size(v)
         size = len(k) if type(k) is str else limit + 1
         if size <= limit and k.isascii():
             n += size + framing
         elif _needs_fit(k, limit):
             return -1
         else:
-            n += export_bound.value_size(k) + framing
+            n += request_size.value_size(k) + framing
     return n
 
 
@@ -214,16 +207,16 @@ def _sized_span(span: Any, limit: int) -> tuple[Any, int]:
             m = -1 if _needs_fit(e.name, limit) else _fit_size_map(e.attributes or {}, limit)
             if m < 0:
                 break
-            n += m + export_bound.EVENT + export_bound.text_size(e.name or "")
+            n += m + request_size.EVENT + request_size.text_size(e.name or "")
         else:
-            return span, n + export_bound.span_frame_size(span)
+            return span, n + request_size.span_frame_size(span)
     clean = _clean_span(span, limit)
-    return clean, export_bound.span_size(clean)
+    return clean, request_size.span_size(clean)
 
 
 def _sized_log(item: Any, limit: int) -> tuple[Any, int]:
     clean = _clean_log(item, limit)
-    return clean, export_bound.log_size(clean)
+    return clean, request_size.log_size(clean)
 
 
 def _clean_span(span: Any, limit: int) -> Any:
@@ -303,7 +296,7 @@ def export_totals() -> ExportTotals:
 class _Counting:
     """The export guard around one exporter: cleans each batch (strings bounded to
     ``limits.max_text``), cuts it into requests under ``limits.max_request_bytes``
-    (``export_bound``), exports them in order and hands what was not delivered to
+    (``request_size``), exports them in order and hands what was not delivered to
     ``spool`` (as ``spool_as``: ``traces``/``logs``; None, or no spool: failures are
     only counted). After the first
     failed request the rest of the batch is spooled without being tried: one
@@ -336,10 +329,10 @@ class _Counting:
     def export(self, batch: Sequence[Any]) -> Any:
         try:
             max_text = self.limits.max_text
-            parts = export_bound.split([self._sized(x, max_text) for x in batch], self._size,
+            parts = request_size.split([self._sized(x, max_text) for x in batch], self._size,
                                        self._shrink, self.limits.max_request_bytes)
         except Exception:  # never let the guard itself lose a batch
-            parts = export_bound.Split([list(batch)], [])
+            parts = request_size.Split([list(batch)], [])
         if parts.too_large:
             record_drop(self.signal, "too_large", len(parts.too_large))
         requests = parts.requests
@@ -440,7 +433,7 @@ def counting_span_exporter(inner: Any, spool_as: str | None = None,
         success, failure = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
     return CountingSpanExporter(inner, spool_as, limits, spool_to, _sized_span,
-                                export_bound.span_size, export_bound.shrink_span)
+                                request_size.span_size, request_size.shrink_span)
 
 
 def counting_log_exporter(inner: Any, spool_as: str | None = None,
@@ -455,7 +448,7 @@ def counting_log_exporter(inner: Any, spool_as: str | None = None,
         success, failure = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
     return CountingLogExporter(inner, spool_as, limits, spool_to, _sized_log,
-                               export_bound.log_size)
+                               request_size.log_size)
 
 
 def register_drop_metric(meter: Meter) -> None:

@@ -5,7 +5,7 @@ from the trace's start, its duration, its place in the tree and a bar scaled to
 the whole trace; its key attributes beside the bar (wrapped at word boundaries
 onto further rows); the hook log events emitted under it; captured content when
 the program recorded any. Every value from the store goes through
-:func:`~otelmw.terminal.printable` before it reaches the screen.
+:func:`~otelmw.cli.terminal.printable` before it reaches the screen.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from ..terminal import (
+from .terminal import (
     BOLD,
     CYAN,
     DIM,
@@ -107,10 +107,6 @@ class SpanView:
     status_message: str = ""
     children: list[SpanView] = field(default_factory=list)
     events: list[EventView] = field(default_factory=list)
-
-    @property
-    def duration_ms(self) -> float:
-        return max(0, self.end_ns - self.start_ns) / 1e6
 
 
 def spans_from_requests(requests: Iterable[dict[str, Any]]) -> Iterator[SpanView]:

@@ -16,16 +16,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from ..core import settings as cfg
-from .filestore import (
-    SkippedLine,
-    StoredRequest,
-    _delete_unless_held,
-    data_dir,
-    from_otlp_json,
-    read_stored,
-)
-from .spool import SUBDIR as SPOOL_SUBDIR
+from ...config import settings as cfg
+from .files import SPOOL_SUBDIR, _delete_unless_held, data_dir
+from .otlp_json import from_otlp_json
+from .readers import SkippedLine, StoredRequest, read_stored
 
 SIGNALS = ("traces", "metrics", "logs")
 
@@ -43,10 +37,11 @@ class ReplayError(Exception):
         self.target = target
 
 
-def default_endpoint(protocol: str) -> str:
-    env = cfg.OTLP_ENDPOINT.read()
-    if env:
-        return env.rstrip("/")
+def default_endpoint(protocol: str, settings: cfg.Settings) -> str:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT`` of ``settings``, else OTLP's local default."""
+    endpoint: str = settings[cfg.OTLP_ENDPOINT]
+    if endpoint:
+        return endpoint.rstrip("/")
     return "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
 
 
@@ -95,7 +90,8 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
         raise ValueError(f"unknown signal(s) {unknown}: expected {', '.join(SIGNALS)}")
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
-    endpoint = endpoint or default_endpoint(protocol)
+    settings = cfg.load()  # a bad setting raises ValueError here, before anything is sent
+    endpoint = endpoint or default_endpoint(protocol, settings)
     sent = dict.fromkeys(signals, 0)
     channel = None
     stubs: dict[str, Any] = {}
@@ -123,7 +119,7 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
                 raise ReplayError(signal, protocol, target, exc) from exc
             sent[signal] += 1
 
-        store = directory if directory is not None else data_dir()
+        store = directory if directory is not None else data_dir(settings)
         for signal in signals:
             for stored in read_stored(signal, store, skipped):
                 send(signal, stored)

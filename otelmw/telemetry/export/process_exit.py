@@ -128,18 +128,6 @@ def install_signal_flush(flush: Callable[[bool], object]) -> bool:
     return True
 
 
-def uninstall_signal_flush() -> None:
-    """Give every fronted signal back the handler the program set (tests, shutdown)."""
-    global _flush
-    for sig, handler in list(_chained.items()):
-        if _real_getsignal(sig) is _on_signal:
-            _real_signal(sig, handler if handler is not None else signal.SIG_DFL)
-        del _chained[sig]
-    signal.signal = _real_signal
-    signal.getsignal = _real_getsignal
-    _flush = None
-
-
 def flush_in_multiprocessing_children(shutdown: Callable[[], object]) -> None:
     """Run ``shutdown`` when a ``multiprocessing`` child leaves (``os._exit`` skips
     ``atexit``). Armed when ``multiprocessing.util`` is imported, which every

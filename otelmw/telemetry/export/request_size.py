@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..core import settings as cfg
-from .attributes import OTELMW_EXPORT_TRUNCATED as TRUNCATED
+from ...config import settings as cfg
+from ..attributes import OTELMW_EXPORT_TRUNCATED as TRUNCATED
 
 DEFAULT_MAX_REQUEST_BYTES: int = cfg.EXPORT_MAX_BYTES.default
 SHRUNK_TEXT = 256

@@ -25,12 +25,11 @@ from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ..core import settings as cfg
+from ...config import settings as cfg
+from ..store.files import SPOOL_SUBDIR
 
 logger = logging.getLogger("otelmw")
 
-SUBDIR = "spool"
-SIGNAL_OF = {"traces": "span", "logs": "log"}
 
 
 class SpoolTotals(NamedTuple):
@@ -64,12 +63,14 @@ class Spool:
     def from_settings(cls, settings: cfg.Settings) -> Spool | None:
         """Under ``<OTELMW_DATA_DIR>/spool``; None when ``OTELMW_SPOOL_MAX_BYTES`` is 0 (off)."""
         max_bytes = settings[cfg.SPOOL_MAX_BYTES]
-        return cls(settings[cfg.DATA_DIR] / SUBDIR, max_bytes, settings) if max_bytes else None
+        if not max_bytes:
+            return None
+        return cls(settings[cfg.DATA_DIR] / SPOOL_SUBDIR, max_bytes, settings)
 
     def _writer(self, signal: str) -> Any:
         out = self.writers.get(signal)
         if out is None:
-            from .filestore import RotatingLines
+            from ..store.files import RotatingLines
 
             out = RotatingLines(signal, self.directory, self.settings)
             # never prune the spool by file count: its bound is max_bytes
@@ -145,7 +146,7 @@ def _encode(signal: str, items: Sequence[Any]) -> str:
     from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from .filestore import to_otlp_json
+    from ..store.otlp_json import to_otlp_json
 
     return to_otlp_json(encode_spans(items) if signal == "traces" else encode_logs(items))
 
@@ -183,10 +184,3 @@ def register_spool_metric(meter: Meter) -> None:
     meter.create_observable_counter(
         "otelmw.telemetry.spooled", [observe], unit="{item}",
         description="Telemetry items kept in the local spool after export failed")
-
-
-def spool_files(signal: str, store: Path) -> list[Path]:
-    """The spool's files for ``signal`` under the store directory ``store``, oldest first."""
-    from .filestore import _file_order
-
-    return sorted((store / SUBDIR).glob(f"{signal}-*.jsonl"), key=_file_order)

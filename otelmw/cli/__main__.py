@@ -1,0 +1,5 @@
+"""``python -m otelmw.cli``: the ``otelmw`` command."""
+
+from . import main
+
+raise SystemExit(main())
