@@ -114,14 +114,20 @@ def _print_traces(spans: Any, events: Any, style: Style) -> None:
         print(render_trace(tid, roots, style))
 
 
+_DEMO_DESCRIPTION = """\
+Runs two turns of a scripted agent (tool calls, a rewrite, a cache, a failing
+guard, a normalized vendor error) fully offline and prints their traces.
+Telemetry goes where the environment says (the local store by default)."""
+_DEMO_EXAMPLES = """\
+  otelmw demo
+  otelmw demo --quiet
+  otelmw demo --color never
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 otelmw demo"""
+
+
 def add_command(sub: Any) -> None:
     d = command(sub, "demo", "run the built-in offline demo agent and show its traces",
-                "Runs two turns of a scripted agent (tool calls, a rewrite, a cache, a "
-                "failing\nguard, a normalized vendor error) fully offline and prints "
-                "their traces.\nTelemetry goes where the environment says (the local "
-                "store by default).",
-                "  otelmw demo\n  otelmw demo --quiet\n  otelmw demo --color never\n"
-                "  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 otelmw demo",
+                _DEMO_DESCRIPTION, _DEMO_EXAMPLES,
                 parents=[color_options()])
     d.add_argument("--quiet", action="store_true", help="print the answer and summary only")
     d.set_defaults(func=run)

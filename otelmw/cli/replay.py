@@ -33,14 +33,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+_REPLAY_DESCRIPTION = """\
+Sends every stored traces, metrics and logs request, unchanged (ids, times,
+attributes), to an OTLP endpoint."""
+_REPLAY_EXAMPLES = """\
+  otelmw replay --endpoint http://localhost:4318
+  otelmw replay --protocol grpc --endpoint http://localhost:4317
+  otelmw replay --data-dir /var/lib/agent/.otelmw
+  otelmw replay --signal traces --endpoint http://localhost:6006"""
+
+
 def add_command(sub: Any) -> None:
     p = command(sub, "replay", "send the stored telemetry to an OTLP endpoint",
-                "Sends every stored traces, metrics and logs request, unchanged (ids, "
-                "times,\nattributes), to an OTLP endpoint.",
-                "  otelmw replay --endpoint http://localhost:4318\n"
-                "  otelmw replay --protocol grpc --endpoint http://localhost:4317\n"
-                "  otelmw replay --data-dir /var/lib/agent/.otelmw\n"
-                "  otelmw replay --signal traces --endpoint http://localhost:6006",
+                _REPLAY_DESCRIPTION, _REPLAY_EXAMPLES,
                 parents=[store_options()])
     p.add_argument("--endpoint", metavar="URL",
                    help="default: $OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318 "

@@ -40,16 +40,20 @@ def run(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - exec does not return
 
 
+_RUN_DESCRIPTION = """\
+Runs COMMAND with OpenTelemetry configured from the environment, enabled
+plugins loaded, every available otelmw instrumentor installed and the
+OTELMW_WRAP targets wrapped, without the program importing otelmw.
+Everything after `--` is passed to COMMAND untouched."""
+_RUN_EXAMPLES = """\
+  otelmw run -- python my_agent.py
+  otelmw run -- python -m my_package --verbose
+  OTELMW_WRAP='my_agent:call_model=llm,my_agent:dispatch=tool' otelmw run -- python my_agent.py"""
+
+
 def add_command(sub: Any) -> None:
     r = command(sub, "run", "run a Python program with otelmw instrumentation",
-                "Runs COMMAND with OpenTelemetry configured from the environment, enabled\n"
-                "plugins loaded, every available otelmw instrumentor installed and the\n"
-                "OTELMW_WRAP targets wrapped, without the program importing otelmw.\n"
-                "Everything after `--` is passed to COMMAND untouched.",
-                "  otelmw run -- python my_agent.py\n"
-                "  otelmw run -- python -m my_package --verbose\n"
-                "  OTELMW_WRAP='my_agent:call_model=llm,my_agent:dispatch=tool' "
-                "otelmw run -- python my_agent.py")
+                _RUN_DESCRIPTION, _RUN_EXAMPLES)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS ...]",
                    help="the program to run and its arguments")
     r.set_defaults(func=run)

@@ -164,13 +164,45 @@ def run_tail(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+_TRACES_DESCRIPTION = """\
+Reads the traces (and hook events) the file exporter kept in the local
+store. Without an action: list."""
+_TRACES_EXAMPLES = """\
+  otelmw traces list --limit 5
+  otelmw traces show 4bf92f35
+  otelmw traces tail --follow --data-dir /var/lib/agent/.otelmw
+  otelmw traces --color always | less -R"""
+_LIST_DESCRIPTION = """\
+One line per stored trace, newest first: start time (local), service,
+root span, span count, spans with errors, duration and trace id."""
+_LIST_EXAMPLES = """\
+  otelmw traces list
+  otelmw traces list --limit 5
+  otelmw traces list --data-dir /var/lib/agent/.otelmw --color never"""
+_SHOW_DESCRIPTION = """\
+Draws a trace like a tracing UI's timeline: each span's start offset, its
+duration and a bar scaled to the trace, its key attributes, the hook
+events under it (⚑name@offset) and captured content when recorded.
+Errors are red on a terminal; lines fit the terminal's width."""
+_SHOW_EXAMPLES = """\
+  otelmw traces show 4bf92f3577b34da6a3ce929d0e0e4736
+  otelmw traces show 4bf92f35 --color never | less
+  otelmw traces show 4bf92f35 --data-dir /var/lib/agent/.otelmw"""
+_TAIL_DESCRIPTION = """\
+Shows the last N traces, oldest first. With --follow it keeps watching the
+store and shows each new trace whole: once its root span has arrived, or
+after --settle quiet seconds when its root is elsewhere; a trace that grows
+afterwards is shown again, marked (updated). Ctrl-C stops it (exit status 130)."""
+_TAIL_EXAMPLES = """\
+  otelmw traces tail
+  otelmw traces tail --limit 3 --follow
+  otelmw traces tail --follow --settle 30 --interval 2
+  otelmw traces tail --data-dir /var/lib/agent/.otelmw --color never"""
+
+
 def add_command(sub: Any) -> None:
     t = command(sub, "traces", "list, show and follow the traces in the local store",
-                "Reads the traces (and hook events) the file exporter kept in the local\n"
-                "store. Without an action: list.",
-                "  otelmw traces list --limit 5\n  otelmw traces show 4bf92f35\n"
-                "  otelmw traces tail --follow --data-dir /var/lib/agent/.otelmw\n"
-                "  otelmw traces --color always | less -R",
+                _TRACES_DESCRIPTION, _TRACES_EXAMPLES,
                 parents=[store_options(), color_options()])
     t.set_defaults(func=run_list, limit=50)
     ta = t.add_subparsers(dest="action", metavar="ACTION")
@@ -180,36 +212,18 @@ def add_command(sub: Any) -> None:
     for shared in later:
         for action in shared._actions:
             action.default = argparse.SUPPRESS
-    tl = command(ta, "list", "one line per trace, newest first",
-                 "One line per stored trace, newest first: start time (local), service,\n"
-                 "root span, span count, spans with errors, duration and trace id.",
-                 "  otelmw traces list\n  otelmw traces list --limit 5\n"
-                 "  otelmw traces list --data-dir /var/lib/agent/.otelmw --color never",
+    tl = command(ta, "list", "one line per trace, newest first", _LIST_DESCRIPTION, _LIST_EXAMPLES,
                  parents=later)
     tl.add_argument("-n", "--limit", type=positive, default=50, metavar="N",
                     help="show the newest N traces (default 50)")
     tl.set_defaults(func=run_list)
-    ts = command(ta, "show", "one trace as a waterfall",
-                 "Draws a trace like a tracing UI's timeline: each span's start offset, "
-                 "its\nduration and a bar scaled to the trace, its key attributes, the "
-                 "hook\nevents under it (\u2691name@offset) and captured content when "
-                 "recorded.\nErrors are red on a terminal; lines fit the terminal's width.",
-                 "  otelmw traces show 4bf92f3577b34da6a3ce929d0e0e4736\n"
-                 "  otelmw traces show 4bf92f35 --color never | less\n"
-                 "  otelmw traces show 4bf92f35 --data-dir /var/lib/agent/.otelmw",
+    ts = command(ta, "show", "one trace as a waterfall", _SHOW_DESCRIPTION, _SHOW_EXAMPLES,
                  parents=later)
     ts.add_argument("trace_id", metavar="TRACE_ID",
                     help="a trace id or its first characters (all matching traces are shown)")
     ts.set_defaults(func=run_show)
     tt = command(ta, "tail", "the last traces; --follow to keep watching",
-                 "Shows the last N traces, oldest first. With --follow it keeps "
-                 "watching the\nstore and shows each new trace whole: once its root "
-                 "span has arrived, or\nafter --settle quiet seconds when its root is "
-                 "elsewhere; a trace that grows\nafterwards is shown again, marked "
-                 "(updated). Ctrl-C stops it (exit status 130).",
-                 "  otelmw traces tail\n  otelmw traces tail --limit 3 --follow\n"
-                 "  otelmw traces tail --follow --settle 30 --interval 2\n"
-                 "  otelmw traces tail --data-dir /var/lib/agent/.otelmw --color never",
+                 _TAIL_DESCRIPTION, _TAIL_EXAMPLES,
                  parents=later)
     tt.add_argument("-n", "--limit", type=positive, default=10, metavar="N",
                     help="show the last N traces (default 10)")
