@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..telemetry.replay import ReplayError, replay
+    from ..telemetry.store.replay import ReplayError, replay
 
     skipped: list[SkippedLine] = []
     try:
