@@ -171,7 +171,7 @@ def _configure_and_load_plugins() -> cfg.Settings:
     configure(program_name() or f"unknown_service:{Path(sys.executable).name}",
               settings=settings)
     try:
-        load_plugins()
+        load_plugins(settings[cfg.HOME])
     except ValueError as exc:
         logger.warning("otelmw: plugins not loaded: %s", exc)
     return settings

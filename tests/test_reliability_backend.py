@@ -38,7 +38,8 @@ AGENT = textwrap.dedent(r"""
 
     from otelmw import Pipeline
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry.export import guard, spool
+    from otelmw.telemetry.export import guard as export_guard
+    from otelmw.telemetry.export import spool
     from otelmw.telemetry.configuration import configure
 
     pipe = Pipeline()
@@ -139,7 +140,7 @@ AGENT = textwrap.dedent(r"""
             sys.stdin.readline()
     out["turns"] = i
     out["failures"] = pipe.failures.total()
-    out["drops"] = {f"{s}/{r}": n for (s, r), n in guard.drop_counts().items()}
+    out["drops"] = {f"{s}/{r}": n for (s, r), n in export_guard.drop_counts().items()}
     totals = spool.spooled()  # failed exports are kept there, not dropped
     out["spooled"] = {"span": totals.spans, "log": totals.log_records}
     out["t_end"] = time.monotonic()

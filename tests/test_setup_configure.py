@@ -282,18 +282,18 @@ def test_configure_is_idempotent(rx: OtlpReceiver, tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import json
         from otelmw.core.pipeline import get_pipeline
-        from otelmw.telemetry import setup
+        from otelmw.telemetry import configuration
 
-        first = setup.configure()
-        second = setup.configure("another-name")
-        third = setup.configure()
+        first = configuration.configure()
+        second = configuration.configure("another-name")
+        third = configuration.configure()
         pipe = get_pipeline()
         out = pipe.run_llm({"model": "m-1", "messages": []},
                            lambda req: {"id": "r1", "model": "m-1", "choices": [],
                                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
                            provider="openai")
         print(json.dumps({
-            "same": first is second is third is setup.current(),
+            "same": first is second is third is configuration.current(),
             "observer_same": pipe.observer is first.observer,
             "processors": len(first.tracer_provider._active_span_processor._span_processors),
             "owned": len(first.owned),

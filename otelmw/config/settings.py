@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -448,8 +448,13 @@ class Settings:
                          max_export_batch_size=self[settings.max_export_batch_size])
 
 
-def load(environ: Mapping[str, str] | None = None, *, strict: bool = True) -> Settings:
-    """Read and validate every registered setting (see the module docstring)."""
+def load(environ: Mapping[str, str] | None = None, *,
+         strict: bool | Collection[Setting[Any]] = True) -> Settings:
+    """Read and validate every registered setting (see the module docstring).
+
+    ``strict``: ``True`` raises ``ValueError`` naming every bad value; ``False`` warns
+    once per bad value and keeps its default; a collection of settings raises for a bad
+    value of those (what the caller is about to use) and is lenient with the rest."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     given: set[str] = set()
@@ -471,8 +476,10 @@ def load(environ: Mapping[str, str] | None = None, *, strict: bool = True) -> Se
             problems.append((f"{batch.name}={values[batch.name]} is larger than "
                              f"{queue.name}={values[queue.name]}", batch))
             values[batch.name] = min(batch.default, values[queue.name])
-    if strict and problems:
-        raise ValueError("; ".join(message for message, _ in problems))
+    refused = [message for message, setting in problems
+               if strict is True or (strict is not False and setting in strict)]
+    if refused:
+        raise ValueError("; ".join(refused))
     for message, setting in problems:
         _warn_once(message, setting)
     return Settings(MappingProxyType(values), frozenset(given),

@@ -41,9 +41,9 @@ RegisterFn = Callable[["PluginContext"], Any]
 
 
 def otelmw_home() -> Path:
-    """``OTELMW_HOME`` (default ``~/.otelmw``), for a ``PluginManager`` given no ``home``
-    (the environment's settings are loaded here: a bad one raises ``ValueError``)."""
-    return cfg.load()[cfg.HOME] or Path.home() / ".otelmw"
+    """``OTELMW_HOME`` (default ``~/.otelmw``), for a ``PluginManager`` given no ``home``:
+    the environment's, loaded here (a bad ``OTELMW_HOME`` raises ``ValueError``)."""
+    return cfg.load(strict=[cfg.HOME])[cfg.HOME] or Path.home() / ".otelmw"
 
 
 class PluginConfig:
@@ -253,14 +253,17 @@ _manager: PluginManager | None = None
 _manager_lock = threading.Lock()
 
 
-def get_plugin_manager() -> PluginManager:
+def get_plugin_manager(home: Path | None = None) -> PluginManager:
+    """The default pipeline's plugin manager; ``home``: where the first call makes it
+    read its config (default ``otelmw_home()``)."""
     global _manager
     with _manager_lock:
         if _manager is None:
-            _manager = PluginManager()
+            _manager = PluginManager(home=home)
         return _manager
 
 
-def load_plugins() -> dict[str, PluginStatus]:
-    """Discover and load enabled plugins into the default pipeline."""
-    return get_plugin_manager().reload()
+def load_plugins(home: Path | None = None) -> dict[str, PluginStatus]:
+    """Discover and load enabled plugins into the default pipeline (``home``: see
+    ``get_plugin_manager``)."""
+    return get_plugin_manager(home).reload()

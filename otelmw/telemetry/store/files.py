@@ -34,8 +34,10 @@ SPOOL_SUBDIR = "spool"
 
 def data_dir(settings: cfg.Settings | None = None) -> Path:
     """The store directory, ``OTELMW_DATA_DIR`` (default ``./.otelmw``) of ``settings``,
-    else of the environment's (loaded here: a bad setting raises ``ValueError``)."""
-    return (settings if settings is not None else cfg.load())[cfg.DATA_DIR]
+    else of the environment's (loaded here: a bad ``OTELMW_DATA_DIR`` raises
+    ``ValueError``)."""
+    s = settings if settings is not None else cfg.load(strict=[cfg.DATA_DIR])
+    return s[cfg.DATA_DIR]
 
 
 _write_errors: dict[str, str] = {}  # "<path>: <OS error>" → signal, first failure each
@@ -84,7 +86,8 @@ class RotatingLines:
         """``settings``: already validated ones (``configure()``); else the
         environment's, and an invalid limit raises ``ValueError``."""
         self.signal = signal
-        s = settings if settings is not None else cfg.load()
+        s = settings if settings is not None else cfg.load(
+            strict=[cfg.DATA_DIR, cfg.DATA_MAX_BYTES, cfg.DATA_MAX_FILES])
         self.dir = directory if directory is not None else s[cfg.DATA_DIR]
         self.max_bytes = s[cfg.DATA_MAX_BYTES]
         self.max_files = s[cfg.DATA_MAX_FILES]

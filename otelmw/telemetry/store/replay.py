@@ -90,7 +90,8 @@ def replay(endpoint: str | None = None, protocol: str = "http/protobuf",
         raise ValueError(f"unknown signal(s) {unknown}: expected {', '.join(SIGNALS)}")
     if protocol not in ("grpc", "http/protobuf"):
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
-    settings = cfg.load()  # a bad setting raises ValueError here, before anything is sent
+    # A bad store or endpoint setting raises ValueError here, before anything is sent.
+    settings = cfg.load(strict=[cfg.DATA_DIR, cfg.OTLP_ENDPOINT])
     endpoint = endpoint or default_endpoint(protocol, settings)
     sent = dict.fromkeys(signals, 0)
     channel = None
