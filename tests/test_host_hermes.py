@@ -309,7 +309,9 @@ def test_hermes_middleware_spans_and_outcomes(main: Run) -> None:
         assert audit.name == "tool_execution probe.audit_after"
         assert audit.attributes["otelmw.middleware.outcome"] == "failed_after_next"
         assert audit.attributes["error.type"] == "builtins.KeyError"
-    assert main.report["failures"]["middleware/llm_execution/probe.flaky_llm"] == 4
+    # Hermes' callbacks' failures are Hermes' own (it logs them): otelmw counts none
+    assert not [k for k in main.report["failures"] if k.startswith("middleware/")], (
+        main.report["failures"])
 
 
 def test_hook_records_correlated_with_digests(main: Run) -> None:
@@ -461,21 +463,19 @@ def test_broken_instrumentation_fails_open(sabotaged: Run) -> None:
 
 
 # ------------------------------------------------ no hooks registered, a judge model
-def test_hermes_hook_points_are_records_without_any_registered_hook(judged: Run) -> None:
+def test_hermes_hook_points_are_records_where_hermes_fires_them(judged: Run) -> None:
     assert judged.report["turns"][0]["completed"] is True
     names = {x.event_name.removeprefix("otelmw.hook.") for x in judged.logs}
-    # Hermes' gated points (api requests, tool results) and its turn/session points
-    assert {"pre_api_request", "post_api_request", "pre_tool_call", "post_tool_call",
-            "transform_tool_result", "pre_llm_call", "post_llm_call",
-            "on_session_start"} <= names, names
-    chats = {s.span_id: s for s in judged.named("chat routed-model")}
-    api = judged.hook_logs("pre_api_request") + judged.hook_logs("post_api_request")
-    assert len(api) == 2 * len(chats) == 4
-    assert all(x.span_id in chats for x in api)  # each correlated to its chat span
-    # ... and naming the model the plugin's rewrite routed the request to
-    assert {x.attributes["gen_ai.request.model"] for x in api} == {"routed-model"}
+    # Hermes fires its turn/session points and pre_tool_call with no callback
+    # registered: each firing is a record
+    assert {"pre_tool_call", "pre_llm_call", "post_llm_call", "on_session_start"} <= names, (
+        names)
+    # the points Hermes gates on its own has_hook (no callback: not fired) are not
+    # recorded, and has_hook still answers False for them (it did not fire them)
+    assert not names & {"pre_api_request", "post_api_request", "api_request_error",
+                        "post_tool_call", "transform_tool_result"}, names
     (tool,) = judged.named("execute_tool ")
-    assert [x.span_id for x in judged.hook_logs("post_tool_call")] == [tool.span_id]
+    assert [x.span_id for x in judged.hook_logs("pre_tool_call")] == [tool.span_id]
     for rec in judged.logs:
         assert rec.attributes["otelmw.hook.failures"] == 0
         assert rec.attributes["otelmw.schema.telemetry"] == "hermes.observer.v1"

@@ -270,27 +270,19 @@ def test_praisonai_hooks_become_log_records_and_change_nothing(
 
 
 @pytest.mark.parametrize("mode", ["chat", "achat"])
-def test_praisonai_lifecycle_hook_points_are_records_without_any_hook(
+def test_praisonai_hook_points_it_does_not_fire_are_not_recorded(
         mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    out = drive({"mode": mode}, server, rx, tmp_path)  # no hook registered, default mode
+    # no hook registered: PraisonAI's has_hooks answers False as without otelmw, so
+    # PraisonAI fires none of its lifecycle points and nothing is recorded
+    out = drive({"mode": mode, "has_hooks": True}, server, rx, tmp_path)
     assert out["errors"] == [] and out["results"][0].startswith("done: {")
+    assert out["has_hooks"] == dict.fromkeys(
+        ["before_agent", "before_llm", "before_tool", "after_tool", "after_llm",
+         "after_agent"], False)
     (spans,) = traces(rx.spans()).values()
-    root, children = turn_tree(spans)
-    (tool,) = [c for c in children if c.kind == INTERNAL]
-    logs = rx.logs()
-    events = ["before_agent", "before_llm", "before_tool", "after_tool", "after_llm",
-              "after_agent"]
-    assert {x.event_name for x in logs} == {f"otelmw.hook.{e}" for e in events}
-    for rec in logs:
-        a = rec.attributes
-        event = a["otelmw.hook.name"]
-        assert rec.event_name == f"otelmw.hook.{event}" and rec.trace_id == root.trace_id
-        assert rec.span_id == (tool.span_id if "tool" in event else root.span_id)
-        assert a["otelmw.hook.failures"] == 0 and a["otelmw.result.status"] == "ok"
-        assert a["otelmw.turn.id"] == root.attributes["otelmw.turn.id"]
-    tools = [x for x in logs if x.event_name == "otelmw.hook.before_tool"]
-    assert len(tools) == 1 and tools[0].attributes["gen_ai.tool.name"] == "get_weather"
-    assert_no_canary(rx)
+    _root, children = turn_tree(spans)
+    assert [c for c in children if c.kind == INTERNAL]  # the tool call still traced
+    assert [x.event_name for x in rx.logs()] == []
 
 
 def test_praisonai_hook_events_none_records_nothing(server: ScriptedLLMServer,

@@ -26,8 +26,9 @@ TARGETS = [("run_agent", "AIAgent", "run_conversation"),
            ("hermes_cli.middleware", None, "run_llm_execution_middleware"),
            ("hermes_cli.middleware", None, "apply_tool_request_middleware"),
            ("hermes_cli.middleware", None, "run_tool_execution_middleware"),
+           ("hermes_cli.middleware", None, "_run_execution_chain"),
            ("hermes_cli.plugins", "PluginManager", "invoke_hook"),
-           ("hermes_cli.plugins", "PluginManager", "has_hook"),
+           ("hermes_cli.plugins", "PluginManager", "invoke_middleware"),
            ("model_tools", None, "_emit_post_tool_call_hook")]
 
 

@@ -174,6 +174,13 @@ def main() -> None:
     out["tool_calls"] = TOOL_CALLS
     out["normalized"] = NORMALIZED
     out["hooks_seen"] = HOOKS_SEEN
+    if SPEC.get("has_hooks"):  # what PraisonAI's own registry answers after the turns
+        from praisonaiagents.hooks import HookEvent
+
+        registry = agent._hook_runner.registry
+        out["has_hooks"] = {e: registry.has_hooks(HookEvent(e)) for e in (
+            "before_agent", "before_llm", "before_tool", "after_tool", "after_llm",
+            "after_agent")}
     out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
     tel.shutdown(15)
     print("RESULT " + json.dumps(out, default=str), flush=True)

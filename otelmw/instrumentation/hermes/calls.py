@@ -19,11 +19,23 @@ from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 
-from ...core import contract as c
-from ...core.failures import INSTRUMENTATION, describe
-from ...core.pipeline import get_pipeline
-from ...core.results import NormalizedToolResult
-from ...core.tool_calls import BLOCKED_KEY
+from ...core import (
+    LLM_REQUEST,
+    TOOL_REQUEST,
+    CallInfo,
+    HostCall,
+    NormalizedToolResult,
+    current_runtime_context,
+    new_request_id,
+    observing,
+    unopened_call,
+)
+from ...core import (
+    instrumentation_failed as host_instrumentation_failed,
+)
+from ...core import (
+    open_call as open_host_call,
+)
 from ...telemetry.context import safe_detach
 from .._base import server_of
 
@@ -42,21 +54,20 @@ def text(value: Any) -> str | None:
 
 def instrumentation_failed(where: str, exc: BaseException) -> None:
     """Count (and warn once about) an error of this adapter; the caller fails open."""
-    get_pipeline().failures.record(INSTRUMENTATION, "hermes", where,
-                                   f"hermes instrumentation error: {describe(exc)}", exc)
+    host_instrumentation_failed("hermes", where, exc)
 
 
-def llm_call(request: Any, context: dict[str, Any]) -> c.CallInfo:
+def llm_call(request: Any, context: dict[str, Any]) -> CallInfo:
     """The ``chat`` call of one provider attempt (``api_request_id``)."""
-    rc = c.current_runtime_context()
+    rc = current_runtime_context()
     model = request.get("model") if isinstance(request, dict) else None
     host, port = server_of(text(context.get("base_url")))
-    return c.CallInfo(
+    return CallInfo(
         operation="chat",
         session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id,
         turn_id=rc.turn_id,
-        api_request_id=text(context.get("api_request_id")) or c.new_request_id(rc.turn_id),
+        api_request_id=text(context.get("api_request_id")) or new_request_id(rc.turn_id),
         provider=text(context.get("provider"))
         or _PROVIDER_BY_MODE.get(str(context.get("api_mode")), "unknown"),
         model=model if isinstance(model, str) else text(context.get("model")),
@@ -67,10 +78,10 @@ def llm_call(request: Any, context: dict[str, Any]) -> c.CallInfo:
         server_port=port)
 
 
-def tool_call(tool_name: Any, context: dict[str, Any]) -> c.CallInfo:
+def tool_call(tool_name: Any, context: dict[str, Any]) -> CallInfo:
     """The ``execute_tool`` call of one tool call (``tool_call_id``)."""
-    rc = c.current_runtime_context()
-    return c.CallInfo(
+    rc = current_runtime_context()
+    return CallInfo(
         operation="execute_tool",
         session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id,
@@ -83,10 +94,14 @@ def tool_call(tool_name: Any, context: dict[str, Any]) -> c.CallInfo:
 
 
 class OpenedCall(NamedTuple):
-    """A call whose ``call_started`` was reported, and the span context it made."""
+    """A call the adapter opened (``open_call``), and the span context it made."""
 
-    call: c.CallInfo
+    opened: HostCall
     context: Any  # an OpenTelemetry Context, or None without an observer
+
+    @property
+    def call(self) -> CallInfo:
+        return self.opened.call
 
 
 LLM_KEY = "llm"  # the turn's provider attempt in flight (one at a time)
@@ -169,27 +184,32 @@ def leave_turn(token: Any) -> None:
     _turn_calls.reset(token)
 
 
-def open_call(call: c.CallInfo, payload: Any, park: bool) -> Any:
-    """Report ``call_started``; return its span context (``park``: not left current)."""
-    obs, before = get_pipeline().observer, otel_context.get_current()
-    if obs is None:
-        return None
-    obs.call_started(call, payload)
+def open_call(call: CallInfo, payload: Any, park: bool) -> OpenedCall:
+    """Open ``call``; with its span context (``park``: not left current)."""
+    before = otel_context.get_current()
+    opened = open_host_call(call, payload)
+    if not opened.observed:
+        return OpenedCall(opened, None)
     ctx = otel_context.get_current()
     if park:
         otel_context.attach(before)
-    return ctx
+    return OpenedCall(opened, ctx)
 
 
-def open_ahead(key: str, call: c.CallInfo, payload: Any) -> OpenedCall:
+def unobserved(call: CallInfo) -> OpenedCall:
+    """A call of its own that is not opened (a hook firing's target outside a turn)."""
+    return OpenedCall(unopened_call(call), None)
+
+
+def open_ahead(key: str, call: CallInfo, payload: Any) -> OpenedCall:
     """Open ``call`` (parked) under ``key`` in the running turn, ahead of Hermes' request
     stage; outside a turn, or without an observer, it stays a call of its own."""
     calls = _turn_calls.get()
-    if calls is None or get_pipeline().observer is None:
-        return OpenedCall(call, None)
+    if calls is None or not observing():
+        return unobserved(call)
     for stale in calls.supersede(key):
         finish_unrun(stale)
-    opened = OpenedCall(call, open_call(call, payload, park=True))
+    opened = open_call(call, payload, park=True)
     calls.add(key, opened)
     return opened
 
@@ -203,19 +223,23 @@ class ExecutingCall(NamedTuple):
     """A call whose execution starts: the one opened ahead of it (``parked``), or one
     opened now (outside a turn, or when Hermes skipped its request stage)."""
 
-    call: c.CallInfo
+    opened: HostCall
     context: Any  # its span context
     parked: bool
 
+    @property
+    def call(self) -> CallInfo:
+        return self.opened.call
 
-def start_execution(key: str, payload: Any, new_call: Callable[[], c.CallInfo],
+
+def start_execution(key: str, payload: Any, new_call: Callable[[], CallInfo],
                     api_request_id: str | None = None) -> ExecutingCall:
     calls = _turn_calls.get()
     opened = calls.claim(key, api_request_id) if calls is not None else None
     if opened is not None:
-        return ExecutingCall(opened.call, opened.context, parked=True)
-    call = new_call()
-    return ExecutingCall(call, open_call(call, payload, park=False), parked=False)
+        return ExecutingCall(opened.opened, opened.context, parked=True)
+    now = open_call(new_call(), payload, park=False)
+    return ExecutingCall(now.opened, now.context, parked=False)
 
 
 @contextmanager
@@ -229,40 +253,41 @@ def executing(running: ExecutingCall, ended_key: str) -> Iterator[None]:
         safe_detach(token)
         calls = _turn_calls.get()
         if calls is not None and running.context is not None:
-            calls.record_ended(ended_key, OpenedCall(running.call, running.context))
+            calls.record_ended(ended_key, OpenedCall(running.opened, running.context))
 
 
 def finish_unrun(opened: OpenedCall | None, status: str | None = None, result: Any = None,
                  message: Any = None) -> None:
     """End a call Hermes blocked, cancelled or abandoned before it ran."""
-    obs = get_pipeline().observer
-    if opened is None or obs is None:
+    if opened is None or not opened.opened.observed:
         return
     if opened.call.operation == "execute_tool" and status is not None:
-        obs.tool_result(opened.call, NormalizedToolResult(
-            content=result, success=False, raw_result=result,
-            error_message=text(message) or f"tool call {status}",
-            metadata={BLOCKED_KEY: True} if status == "blocked" else {}),
-            "blocked" if status == "blocked" else "error")
-    obs.call_finished(opened.call, result, None)
+        why = text(message) or f"tool call {status}"
+        if status == "blocked":
+            opened.opened.tool_blocked(why, result)
+        else:
+            opened.opened.report_tool_result(NormalizedToolResult(
+                content=result, success=False, raw_result=result, error_message=why),
+                "error")
+    opened.opened.finish(result, None)
 
 
 def call_of(name: str, context: dict[str, Any]) -> OpenedCall:
     """The call a hook firing or a request stage (``name``) belongs to, and its span
     context: the turn's opened or run call of that request or tool call id, else a
     call of its own (not started); an agent-level hook point belongs to the turn."""
-    calls, rc = _turn_calls.get(), c.current_runtime_context()
-    if name in LLM_HOOKS or name == c.LLM_REQUEST:
+    calls, rc = _turn_calls.get(), current_runtime_context()
+    if name in LLM_HOOKS or name == LLM_REQUEST:
         rid = text(context.get("api_request_id"))
         found = calls.find(LLM_KEY, rid) or calls.find_ended(ended_llm_key(rid)) if (
             calls is not None) else None
-        return found or OpenedCall(llm_call(context.get("request"), context), None)
-    if name in TOOL_HOOKS or name == c.TOOL_REQUEST:
+        return found or unobserved(llm_call(context.get("request"), context))
+    if name in TOOL_HOOKS or name == TOOL_REQUEST:
         key = tool_key(text(context.get("tool_call_id")))
         found = calls.find(key) or calls.find_ended(key) if (
             calls is not None and text(context.get("tool_call_id"))) else None
-        return found or OpenedCall(tool_call(context.get("tool_name"), context), None)
-    return OpenedCall(c.CallInfo(
+        return found or unobserved(tool_call(context.get("tool_name"), context))
+    return unobserved(CallInfo(
         operation="invoke_agent", session_id=rc.session_id or text(context.get("session_id")),
         task_id=text(context.get("task_id")) or rc.task_id, turn_id=rc.turn_id,
-        runtime_id=rc.runtime_id, agent_name=rc.agent_name), None)
+        runtime_id=rc.runtime_id, agent_name=rc.agent_name))

@@ -1,23 +1,25 @@
-"""Hermes' observer hooks: every firing of a Hermes hook point (with or without
-callbacks) becomes an ``otelmw.hook.<name>`` record on the span of the call it belongs
-to. The callbacks Hermes' plugins registered run through otelmw's ``run_hook_callbacks``
-(fail-open, each failure counted, warned once); the record carries their failure count."""
+"""Hermes' observer hooks: Hermes fires them and runs its plugins' callbacks by its own
+rules (``PluginManager.invoke_hook``, gated by its own ``has_hook``); otelmw observes
+each firing where Hermes makes it and records it as an ``otelmw.hook.<name>`` record on
+the span of the call it belongs to, with how many of Hermes' callbacks raised. A hook
+point Hermes does not fire (its ``has_hook`` gate: no callback registered) is not
+recorded."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ...core.hooks import run_hook_callbacks
-from ...core.pipeline import get_pipeline
+import wrapt
+
+from ...core import (
+    hook_firings_recorded,
+)
 from ...telemetry.context import safe_detach
-from .._base import host_hook_points_recorded
 from . import calls
-from .middleware import layer_of
+from .middleware import run_hermes_function
 from .results import normalized
 
 HERMES_OBSERVER_SCHEMA, HERMES_MIDDLEWARE_SCHEMA = "hermes.observer.v1", "hermes.middleware.v1"
-# Hook points Hermes fires only when a callback is registered (its has_hook gates)
-_GATED = calls.LLM_HOOKS | {"post_tool_call", "transform_tool_result"}
 _RECORDED_KEYS = ("middleware_trace", "request", "args", "status")
 
 
@@ -33,9 +35,6 @@ def _firing(hook_name: Any, **payload: Any) -> HookFiring:
 
 
 def record_firing(hook_name: str, payload: dict[str, Any], failures: int) -> None:
-    obs = get_pipeline().observer
-    if obs is None:
-        return
     target = calls.call_of(hook_name, payload)
     record: dict[str, Any] = {
         "middleware_schema_version": HERMES_MIDDLEWARE_SCHEMA,
@@ -50,39 +49,46 @@ def record_firing(hook_name: str, payload: dict[str, Any], failures: int) -> Non
         record["normalized"] = normalized(payload["result"])
     token = calls.attach(target.context)
     try:
-        obs.hook_fired(target.call, hook_name, record, failures)
+        target.opened.report_hook_firing(hook_name, record, failures)
     finally:
         safe_detach(token)
 
 
+class _Raised:
+    """How many of one firing's callbacks raised (Hermes logs and skips each)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def observe(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return wrapped(*args, **kwargs)
+        except Exception:
+            self.count += 1
+            raise
+
+
 def invoke_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    """``PluginManager.invoke_hook``: Hermes' callbacks for the hook point (in order,
-    their non-None results returned), then the record of the firing."""
-    if not host_hook_points_recorded(get_pipeline().observer):
+    """``PluginManager.invoke_hook``: Hermes runs its callbacks for the hook point;
+    then the firing is recorded."""
+    if not hook_firings_recorded():
         return wrapped(*args, **kwargs)
     try:
         firing = _firing(*args, **kwargs)
-        named = isinstance(firing.hook_name, str)
-        layers = tuple(layer_of(firing.hook_name, cb)
-                       for cb in list(instance._hooks.get(firing.hook_name, []))) if named else ()
+        if not isinstance(firing.hook_name, str) or not hasattr(wrapped, "__func__"):
+            return wrapped(*args, **kwargs)
+        raised = _Raised()
+        observed = [wrapt.FunctionWrapper(cb, raised.observe)
+                    for cb in list(instance._hooks.get(firing.hook_name, []))]
     except Exception as exc:
         calls.instrumentation_failed("invoke_hook", exc)
         return wrapped(*args, **kwargs)
-    if not named:
-        return wrapped(*args, **kwargs)
-    firing.payload.setdefault("telemetry_schema_version", HERMES_OBSERVER_SCHEMA)  # as Hermes
-    ran = run_hook_callbacks(layers, firing.payload, get_pipeline().failures)
+    results = run_hermes_function(wrapped, instance, "_hooks", firing.hook_name, observed,
+                                  args, kwargs)
     try:
-        record_firing(firing.hook_name, firing.payload, ran.failed)
+        record_firing(firing.hook_name, firing.payload, raised.count)
     except Exception as exc:
         calls.instrumentation_failed("invoke_hook.emit", exc)
-    return ran.results
-
-
-def has_hook(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    """``PluginManager.has_hook``: true for Hermes' gated hook points too, so Hermes
-    fires them (they become records)."""
-    name = args[0] if args else kwargs.get("hook_name")
-    if name in _GATED and host_hook_points_recorded(get_pipeline().observer):
-        return True
-    return wrapped(*args, **kwargs)
+    return results

@@ -8,14 +8,13 @@ from typing import Any
 
 import wrapt
 
+from ...core import LLM_REQUEST, TOOL_REQUEST, get_pipeline
 from ...config import settings as cfg
-from ...core import contract as c
-from ...core.pipeline import get_pipeline
 from ...telemetry import context as tctx
 from .._base import OtelmwInstrumentor, Wrapper, ensure_observer
 from .calls import RUNTIME_ID
-from .hooks import has_hook, invoke_hook
-from .middleware import apply_request
+from .hooks import invoke_hook
+from .middleware import apply_request, invoke_middleware, run_execution_chain
 from .provider_calls import run_llm_execution
 from .results import NORMALIZER
 from .tools import post_tool_call_emitted, run_tool_execution
@@ -33,12 +32,13 @@ class HermesInstrumentor(OtelmwInstrumentor):
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [
             ("run_agent", "AIAgent.run_conversation", run_conversation),
-            (_MW, "apply_llm_request_middleware", apply_request(c.LLM_REQUEST)),
+            (_MW, "apply_llm_request_middleware", apply_request(LLM_REQUEST)),
             (_MW, "run_llm_execution_middleware", run_llm_execution),
-            (_MW, "apply_tool_request_middleware", apply_request(c.TOOL_REQUEST)),
+            (_MW, "apply_tool_request_middleware", apply_request(TOOL_REQUEST)),
             (_MW, "run_tool_execution_middleware", run_tool_execution),
+            (_MW, "_run_execution_chain", run_execution_chain),
             (_PL, "PluginManager.invoke_hook", invoke_hook),
-            (_PL, "PluginManager.has_hook", has_hook),
+            (_PL, "PluginManager.invoke_middleware", invoke_middleware),
             ("model_tools", "_emit_post_tool_call_hook", post_tool_call_emitted),
         ]
 

@@ -1,42 +1,60 @@
-"""Hermes' own plugin middleware, run by otelmw's rules.
+"""Hermes' own plugin middleware: run by Hermes, by Hermes' rules, observed by otelmw.
 
-A callback a Hermes plugin registered (``PluginContext.register_middleware``) becomes an
-otelmw ``Layer`` (plugin: its plugin's name) and runs in otelmw's request stage
-(``run_rewrites``) or execution chain (``run_execution``), which report its span and
-outcome and count its failures. Hermes' side of the contract is kept at the edges: its
-callbacks get Hermes' kwargs (``middleware_payload``, both schema versions), a return
-Hermes accepts as a rewrite (``{"request": {...}}`` / ``{"args": {...}}``, other keys
-ignored) is one, and Hermes gets back its own ``RequestMiddlewareResult`` and trace.
+Hermes runs the callbacks its plugins registered (``PluginContext.register_middleware``)
+itself: ``PluginManager.invoke_middleware`` hands every request callback its copy of the
+request or arguments and keeps the returns Hermes accepts; ``_run_execution_chain``
+nests the execution callbacks with Hermes' single-use ``next_call``. otelmw changes
+none of it. It wraps those two functions of Hermes' (never the callbacks Hermes holds)
+and hands Hermes' own code the same callbacks behind transparent proxies, so each run
+of a callback is a layer span of the call with its outcome, classified as Hermes
+treated it:
 
-Where otelmw's rules differ from Hermes' ``_run_execution_chain``, otelmw's apply: an
-outer callback sees a downstream failure as the provider's or tool's own exception (not
-Hermes' private ``_DownstreamExecutionError``), each request callback sees the payload
-as rewritten by the ones before it (read-only), and a failing callback is warned about
-once (``FailureLog``) instead of on every call.
+* request callbacks: ``rewritten`` (a return Hermes accepts: ``{"request": {...}}`` /
+  ``{"args": {...}}``; its trace entry's ``source``/``reason`` on the span),
+  ``unchanged`` (anything else, which Hermes ignores), ``failed`` (it raised; Hermes
+  logged it and went on);
+* execution callbacks: ``passed``, ``short_circuit``, ``failed_before_next`` (Hermes
+  skipped it), ``failed_after_next`` (Hermes kept the downstream result), ``error`` (a
+  downstream failure or a raise after a failed ``next_call`` propagated; the span
+  records the provider's or tool's own exception, not Hermes' wrapper of it).
+
+``apply_{llm,tool}_request_middleware`` is where a call opens (its span starts before
+Hermes' request stage, which then runs in it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from ...core import contract as c
-from ...core.callstate import llm_terminal_for, reset_current_llm_call, set_current_llm_call
-from ...core.execution import run_execution
-from ...core.payloads import freeze, thaw
-from ...core.pipeline import get_pipeline
-from ...core.registry import Layer, make_layer
-from ...core.rewrites import run_rewrites
+import wrapt
+
+from ...core import (
+    LLM_REQUEST,
+    PAYLOAD_KEY,
+    REQUEST_KINDS,
+    HostCall,
+    Layer,
+    WrapperOutcome,
+    changed_payload_keys,
+    host_layer,
+)
 from ...telemetry.context import safe_detach
 from .._base import Wrapper
 from . import calls
 
+# The call whose Hermes request stage (``_stage_call``) or execution chain
+# (``chain_call``) runs in this context: the one Hermes' callbacks are layers of.
+_stage_call: ContextVar[HostCall | None] = ContextVar("otelmw_hermes_stage", default=None)
+chain_call: ContextVar[HostCall | None] = ContextVar("otelmw_hermes_chain", default=None)
+
 
 def layer_of(kind: str, callback: Callable[..., Any]) -> Layer:
-    """A Hermes middleware or hook callback as an otelmw layer of its plugin."""
+    """A Hermes middleware or hook callback as a layer of its plugin."""
     parts = str(getattr(callback, "__module__", None) or "hermes").split(".")
     # a directory plugin is imported as hermes_plugins.<slug>
-    return make_layer(kind, callback, parts[1] if parts[0] == "hermes_plugins" else parts[0])
+    return host_layer(kind, callback, parts[1] if parts[0] == "hermes_plugins" else parts[0])
 
 
 class RequestStage(NamedTuple):
@@ -51,7 +69,7 @@ class ExecutionStage(NamedTuple):
 
     payload: Any
     base_call: Callable[[Any], Any]  # Hermes' own next_call: the provider attempt or tool
-    context: dict[str, Any]
+    context: dict[str, Any]  # the other kwargs (tool_name too, for a tool)
 
 
 def llm_request_stage(request: Any, **context: Any) -> RequestStage:
@@ -72,65 +90,168 @@ def tool_execution_stage(tool_name: Any, args: Any, next_call: Callable[[Any], A
     return ExecutionStage(args, next_call, {"tool_name": tool_name, **context})
 
 
-class _HermesRewrite:
-    """A Hermes request callback as an otelmw rewrite. A return Hermes accepts
-    (``{key: {...}}``, any other keys) goes on as otelmw's complete replacement (with
-    its ``source``/``reason``) and into Hermes' own trace; anything else goes on as it
-    is: Hermes would ignore it, otelmw reports the rewrite failed and keeps the payload."""
+class ObservedTables(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
+    """Hermes' plugin manager as one of its own ``invoke_*`` functions sees it while
+    otelmw observes one run: the manager itself (every attribute and method), except
+    that the callback table it reads holds the observed proxies of its callbacks."""
 
-    __slots__ = ("callback", "hermes_trace", "key", "trace_entry")
+    def __init__(self, manager: Any, table: str, name: str, observed: list[Any]) -> None:
+        super().__init__(manager)
+        self._self_table, self._self_entry = table, {name: observed}
 
-    def __init__(self, callback: Callable[..., Any], key: str, hermes_trace: list[Any],
-                 trace_entry: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        self.callback, self.key, self.hermes_trace, self.trace_entry = (
-            callback, key, hermes_trace, trace_entry)
+    @property
+    def _middleware(self) -> Any:
+        return self._self_entry if self._self_table == "_middleware" else (
+            self.__wrapped__._middleware)
 
-    def __call__(self, **kw: Any) -> Any:
-        ret = self.callback(**kw)
-        if not isinstance(ret, dict) or not isinstance(ret.get(self.key), dict):
-            return ret
-        self.hermes_trace.append(self.trace_entry(ret))
-        replacement = {self.key: ret[self.key]}
-        for field in ("source", "reason"):
-            if calls.text(ret.get(field)):
-                replacement[field] = ret[field]
-        return replacement
+    @property
+    def _hooks(self) -> Any:
+        return self._self_entry if self._self_table == "_hooks" else self.__wrapped__._hooks
 
 
-def _rewrite_layer(kind: str, callback: Callable[..., Any], rewrite: _HermesRewrite) -> Layer:
-    """The layer of ``callback`` (its plugin, its name) that runs it as ``rewrite``."""
-    layer = layer_of(kind, callback)
-    return Layer(kind, rewrite, layer.plugin, layer.name)
+def run_hermes_function(wrapped: Any, instance: Any, table: str, name: str,
+                        observed: list[Any], args: Any, kwargs: Any) -> Any:
+    """Hermes' own ``PluginManager`` method ``wrapped`` on ``instance``, reading the
+    observed callbacks from ``table``."""
+    return wrapped.__func__(ObservedTables(instance, table, name, observed), *args, **kwargs)
 
 
-def run_request_stage(kind: str, callbacks: list[Any], call: c.CallInfo,
-                      stage: RequestStage) -> Any:
-    """Hermes' ``llm_request``/``tool_request`` callbacks through otelmw's request
-    stage; returns Hermes' ``RequestMiddlewareResult`` (mutable copies, Hermes' trace)."""
+def _trace_text(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _observed_rewrite(callback: Any, running: HostCall, layer: Layer, position: int,
+                      key: str) -> Any:
+    """``callback`` as Hermes' request stage runs it, its run reported as a layer."""
     from hermes_cli import middleware as hermes
 
-    key = c.PAYLOAD_KEY[kind]
-    hermes_trace: list[dict[str, Any]] = []
-    layers = tuple(_rewrite_layer(kind, cb, _HermesRewrite(cb, key, hermes_trace,
-                                                           hermes._trace_entry))
-                   for cb in callbacks)
-    original = freeze(stage.payload)
-    pipe = get_pipeline()
-    otelmw_entries = len(call.middleware_trace)
-    effective = run_rewrites(kind, layers, call, original, original,
-                             hermes.middleware_payload(**stage.context), pipe.observer,
-                             pipe.failures)
-    # Hermes' rewrites travel in Hermes' own trace (its format, to its hooks and its
-    # execution middleware); the call's trace lists otelmw's plugins' rewrites only.
-    del call.middleware_trace[otelmw_entries:]
-    return hermes.RequestMiddlewareResult(payload=thaw(effective),
-                                          original_payload=thaw(original),
-                                          changed=bool(hermes_trace), trace=hermes_trace)
+    def observe(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        handed = kwargs.get(key)
+        # Hermes hands every callback one shared copy: what this one was handed, kept
+        # (top level) to tell what its rewrite changed
+        before = dict(handed) if isinstance(handed, dict) else handed
+        run = running.rewrite_layer(layer, position, handed)
+        try:
+            ret = wrapped(*args, **kwargs)
+        except Exception as exc:  # Hermes logs it and goes on without it
+            run.rewrite_finished("failed", error=exc)
+            raise
+        except BaseException as exc:
+            run.rewrite_finished("error", error=exc)
+            raise
+        try:
+            new = ret.get(key) if isinstance(ret, dict) else None
+            if not isinstance(new, dict):  # Hermes ignores it
+                run.rewrite_finished("unchanged")
+                return ret
+            entry = hermes._trace_entry(ret)
+            run.rewrite_finished("rewritten", changed=changed_payload_keys(
+                before, new), source=_trace_text(entry, "source"),
+                reason=_trace_text(entry, "reason"), payload=new)
+        except Exception as exc:
+            calls.instrumentation_failed("llm_request" if key == "request" else "tool_request",
+                                         exc)
+        return ret
+
+    return wrapt.FunctionWrapper(callback, observe)
+
+
+class _NextCall:
+    """What a callback's ``next_call`` (Hermes' own, called through) did."""
+
+    __slots__ = ("called", "succeeded")
+
+    def __init__(self) -> None:
+        self.called = self.succeeded = False
+
+    def observe(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        self.called = True
+        result = wrapped(*args, **kwargs)
+        self.succeeded = True
+        return result
+
+
+def _downstream(exc: BaseException) -> BaseException:
+    """The provider's or tool's own exception behind Hermes' private wrapper of it."""
+    original = getattr(exc, "original", None) if type(
+        exc).__name__ == "_DownstreamExecutionError" else None
+    return original if isinstance(original, BaseException) else exc
+
+
+def _observed_wrapper(callback: Any, running: HostCall, layer: Layer, position: int,
+                      key: str) -> Any:
+    """``callback`` as Hermes' execution chain runs it, its run reported as a layer."""
+
+    def observe(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        step = _NextCall()
+        if callable(kwargs.get("next_call")):
+            kwargs = {**kwargs, "next_call": wrapt.FunctionWrapper(kwargs["next_call"],
+                                                                   step.observe)}
+        run = running.wrapper_layer(layer, position, kwargs.get(key))
+        try:
+            ret = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            # as Hermes' chain treats it: skipped, result kept, or propagated
+            outcome: WrapperOutcome = "error"
+            if isinstance(exc, Exception) and type(exc).__name__ != (
+                    "_DownstreamExecutionError"):
+                outcome = ("failed_after_next" if step.succeeded else "error" if step.called
+                           else "failed_before_next")
+            run.wrapper_finished(outcome, error=_downstream(exc))
+            raise
+        run.wrapper_finished("passed" if step.called else "short_circuit", result=ret)
+        return ret
+
+    return wrapt.FunctionWrapper(callback, observe)
+
+
+def invoke_middleware(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``PluginManager.invoke_middleware`` (Hermes' request stage): Hermes runs its
+    callbacks; each run is a layer of the call whose request stage this is."""
+    running = _stage_call.get()
+    if running is None or not running.observed:
+        return wrapped(*args, **kwargs)
+    try:
+        kind = args[0] if args else kwargs["kind"]
+        if kind not in REQUEST_KINDS or not hasattr(wrapped, "__func__"):
+            return wrapped(*args, **kwargs)
+        key = PAYLOAD_KEY[kind]
+        callbacks = list(instance._middleware.get(kind, []))
+        if not callbacks:
+            return wrapped(*args, **kwargs)
+        observed = [_observed_rewrite(cb, running, layer_of(kind, cb), i, key)
+                    for i, cb in enumerate(callbacks)]
+    except Exception as exc:
+        calls.instrumentation_failed("invoke_middleware", exc)
+        return wrapped(*args, **kwargs)
+    return run_hermes_function(wrapped, instance, "_middleware", kind, observed, args, kwargs)
+
+
+def run_execution_chain(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``hermes_cli.middleware._run_execution_chain``: Hermes nests its callbacks; each
+    run is a layer of the call whose execution this is."""
+    running = chain_call.get()
+    if running is None or not running.observed:
+        return wrapped(*args, **kwargs)
+    try:
+        kind, callbacks, terminal, *rest = args
+        key = "request" if "request" in kwargs else "args"  # as Hermes picks it
+        observed = [_observed_wrapper(cb, running, layer_of(kind, cb), i, key)
+                    for i, cb in enumerate(callbacks)]
+    except Exception as exc:
+        calls.instrumentation_failed("run_execution_chain", exc)
+        return wrapped(*args, **kwargs)
+    token = chain_call.set(None)  # a chain the callbacks run is not this call's
+    try:
+        return wrapped(kind, observed, terminal, *rest, **kwargs)
+    finally:
+        chain_call.reset(token)
 
 
 class ChainRun:
-    """Whether a pipeline call got as far as Hermes' own chain (an error from then on is
-    Hermes', not this adapter's, and is not run again), and what the chain returned."""
+    """Whether a pipeline call got as far as Hermes' own function (an error from then
+    on is Hermes', not this adapter's, and is not run again), and what it returned."""
 
     __slots__ = ("result", "started")
 
@@ -138,43 +259,12 @@ class ChainRun:
         self.started, self.result = False, None
 
 
-def run_execution_chain(kind: str, call: c.CallInfo, stage: ExecutionStage,
-                        payload: Any) -> Any:
-    """Hermes' ``llm_execution``/``tool_execution`` callbacks through otelmw's execution
-    chain around Hermes' own ``next_call`` (``payload``: the request or arguments as
-    otelmw's plugins passed them on). An LLM wrapper runs outside the request: a model
-    call it makes is a call of its own; only in the base call is ``call`` current."""
-    from hermes_cli import middleware as hermes
-
-    callbacks = hermes._get_middleware_callbacks(kind)
-    if not callbacks:
-        return stage.base_call(payload)
-    key = c.PAYLOAD_KEY[kind]
-    context = dict(stage.context)
-    original = context.pop(c.ORIGINAL_KEY[key], payload)  # Hermes' default too
-    kw = hermes.middleware_payload(**context, **{key: payload, c.ORIGINAL_KEY[key]: original})
-    layers = tuple(layer_of(kind, cb) for cb in callbacks)
-    pipe = get_pipeline()
-    if kind != c.LLM_EXECUTION:
-        return run_execution(layers, call, key, payload, kw, stage.base_call, pipe.observer,
-                             pipe.failures)
-    terminal = llm_terminal_for(stage.base_call, payload, payload, call, pipe.observer)
-    outside = set_current_llm_call(None)
-    try:
-        return run_execution(layers, call, key, payload, kw, terminal, pipe.observer,
-                             pipe.failures)
-    finally:
-        reset_current_llm_call(outside)
-
-
 def apply_request(kind: str) -> Wrapper:
     """``apply_{llm,tool}_request_middleware``: in a turn the call opens (parked) here,
-    so its span starts before Hermes' request middleware, which then runs in it."""
-    llm = kind == c.LLM_REQUEST
+    so its span starts before Hermes' request stage, which then runs in it."""
+    llm = kind == LLM_REQUEST
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        from hermes_cli import middleware as hermes
-
         try:
             stage = llm_request_stage(*args, **kwargs) if llm else tool_request_stage(
                 *args, **kwargs)
@@ -185,23 +275,24 @@ def apply_request(kind: str) -> Wrapper:
                 tool_call_id = calls.text(stage.context.get("tool_call_id"))
                 call = calls.tool_call(stage.context["tool_name"], stage.context)
                 opened = calls.open_ahead(calls.tool_key(tool_call_id), call, stage.payload) if (
-                    tool_call_id) else calls.OpenedCall(call, None)
-            callbacks = hermes._get_middleware_callbacks(kind)
+                    tool_call_id) else calls.unobserved(call)
         except Exception as exc:
             calls.instrumentation_failed(f"apply_{kind}_middleware", exc)
             return wrapped(*args, **kwargs)
-        if not callbacks:  # Hermes hands the payload back as it is
-            return wrapped(*args, **kwargs)
         token = calls.attach(opened.context)
+        stage_token = _stage_call.set(opened.opened if opened.context is not None else None)
         try:
-            result = run_request_stage(kind, callbacks, opened.call, stage)
+            result = wrapped(*args, **kwargs)
         finally:
+            _stage_call.reset(stage_token)
             safe_detach(token)
-        obs = get_pipeline().observer
         # the span (and the pre_api_request record Hermes fires next) describe the
         # rewritten request from here on
-        if llm and result.changed and opened.context is not None and obs is not None:
-            obs.request_rewritten(opened.call, result.payload)
+        if llm and opened.context is not None and getattr(result, "changed", False):
+            try:
+                opened.opened.request_sent(result.payload)
+            except Exception as exc:
+                calls.instrumentation_failed(f"apply_{kind}_middleware", exc)
         return result
 
     return wrapper

@@ -1,17 +1,19 @@
 """A Hermes provider attempt (``run_llm_execution_middleware``) as one ``chat`` call:
-``Pipeline.run_llm`` (otelmw's own plugins, outermost) around Hermes' ``llm_execution``
-chain around Hermes' provider call. Hermes' streaming call runs on a worker thread
-(``instrument_threads`` carries the context there): ``otelmw_openai``, when active, only
-enriches the span."""
+``Pipeline.run_llm`` (otelmw's own plugins, outermost) around Hermes' own
+``run_llm_execution_middleware`` (Hermes' ``llm_execution`` chain, run by Hermes)
+around Hermes' provider call. Only inside that provider call is the call current (a
+model call a Hermes callback makes is a call of its own). Hermes' streaming call runs
+on a worker thread (``instrument_threads`` carries the context there):
+``otelmw_openai``, when active, only enriches the span."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...core import contract as c
+from ...core import host
 from ...core.pipeline import get_pipeline
 from . import calls
-from .middleware import ChainRun, llm_execution_stage, run_execution_chain
+from .middleware import ChainRun, chain_call, llm_execution_stage
 
 
 def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -24,17 +26,26 @@ def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     except Exception as exc:
         calls.instrumentation_failed("run_llm_execution_middleware", exc)
         return wrapped(*args, **kwargs)
-    host = ChainRun()
+    hermes = ChainRun()
+
+    def provider_call(request: Any) -> Any:
+        with host.llm_call_current(running.call):
+            return stage.base_call(request)
 
     def execute(request: Any) -> Any:
-        host.started = True
-        return run_execution_chain(c.LLM_EXECUTION, running.call, stage, request)
+        hermes.started = True
+        token = chain_call.set(running.opened)
+        try:
+            with host.llm_call_current(None):
+                return wrapped(request, provider_call, **stage.context)
+        finally:
+            chain_call.reset(token)
 
     with calls.executing(running, calls.ended_llm_key(api_request_id)):
         try:
             return get_pipeline().run_llm(stage.payload, execute, call=running.call)
         except Exception as exc:
-            if host.started:
+            if hermes.started:
                 raise
             calls.instrumentation_failed("run_llm_execution", exc)
             return wrapped(*args, **kwargs)

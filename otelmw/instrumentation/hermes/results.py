@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.results import MiddlewareContext, NormalizedToolResult
+from ...core import MiddlewareContext, NormalizedToolResult
 from .calls import RUNTIME_ID, text
 
 

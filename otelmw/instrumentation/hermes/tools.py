@@ -1,23 +1,23 @@
 """A Hermes tool call (``run_tool_execution_middleware``) as one ``execute_tool`` call:
-``Pipeline.run_tool`` around the outermost of Hermes' ``tool_execution`` chains (on
-Hermes' concurrent path a second chain runs nested inside the first for the same
-tool_call_id: its middleware runs in the same call, with no span of its own); and the
-end of a tool call Hermes blocked or cancelled before it ran."""
+``Pipeline.run_tool`` around the outermost of Hermes' own ``tool_execution`` chains,
+run by Hermes (on Hermes' concurrent path a second chain runs nested inside the first
+for the same tool_call_id: its callbacks are layers of the same call, which has no
+second span); and the end of a tool call Hermes blocked or cancelled before it ran."""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from typing import Any
 
-from ...core import contract as c
+from ...core.host import HostCall, tool_call_current
 from ...core.pipeline import get_pipeline
 from ...core.results import TOOL_ERROR_PREFIX
 from . import calls
-from .middleware import ChainRun, run_execution_chain, tool_execution_stage
+from .middleware import ChainRun, chain_call, tool_execution_stage
 from .results import tool_error
 
 # The tool call whose outermost chain is running in this context.
-_running_tool: ContextVar[c.CallInfo | None] = ContextVar("otelmw_hermes_tool", default=None)
+_running_tool: ContextVar[HostCall | None] = ContextVar("otelmw_hermes_tool", default=None)
 
 
 def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -28,9 +28,13 @@ def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
         calls.instrumentation_failed("run_tool_execution_middleware", exc)
         return wrapped(*args, **kwargs)
     outer = _running_tool.get()
-    if tool_call_id and outer is not None and outer.tool_call_id == tool_call_id:
+    if tool_call_id and outer is not None and outer.call.tool_call_id == tool_call_id:
         # Hermes' second chain of a parallel tool call, inside the first one's base call
-        return run_execution_chain(c.TOOL_EXECUTION, outer, stage, stage.payload)
+        token = chain_call.set(outer)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            chain_call.reset(token)
     try:
         key = calls.tool_key(tool_call_id)
         running = calls.start_execution(key, stage.payload, lambda: calls.tool_call(
@@ -38,15 +42,21 @@ def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
     except Exception as exc:
         calls.instrumentation_failed("run_tool_execution_middleware", exc)
         return wrapped(*args, **kwargs)
-    host = ChainRun()
+    hermes = ChainRun()
+
+    tool_name = stage.context["tool_name"]
+    context = {k: v for k, v in stage.context.items() if k != "tool_name"}
 
     def execute(tool_args: Any) -> Any:
-        running_token = _running_tool.set(running.call)
-        host.started, host.result = True, None
+        running_token = _running_tool.set(running.opened)
+        chain_token = chain_call.set(running.opened)
+        hermes.started, hermes.result = True, None
         try:
-            host.result = run_execution_chain(c.TOOL_EXECUTION, running.call, stage, tool_args)
-            return host.result
+            with tool_call_current(running.opened):  # a nested tool protocol enriches it
+                hermes.result = wrapped(tool_name, tool_args, stage.base_call, **context)
+            return hermes.result
         finally:
+            chain_call.reset(chain_token)
             _running_tool.reset(running_token)
 
     with calls.executing(running, key):
@@ -55,14 +65,14 @@ def run_tool_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
                 stage.context["tool_name"], stage.payload, execute, tool_call_id=tool_call_id,
                 runtime_id=calls.RUNTIME_ID, raise_errors=True, call=running.call)
         except Exception as exc:
-            if host.started:
+            if hermes.started:
                 raise
             calls.instrumentation_failed("run_tool_execution", exc)
             return wrapped(*args, **kwargs)
     # run_tool hands the model "Tool Error: <message>" for a failed result: Hermes'
     # own answer (its JSON envelope) goes back instead
-    error = tool_error(host.result) if host.started else None
-    return host.result if error is not None and result == f"{TOOL_ERROR_PREFIX}{error}" else (
+    error = tool_error(hermes.result) if hermes.started else None
+    return hermes.result if error is not None and result == f"{TOOL_ERROR_PREFIX}{error}" else (
         result)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.pipeline import get_pipeline
+from ...core import get_pipeline
 from . import calls
 
 

@@ -1,36 +1,28 @@
 """PraisonAI hooks: ``HookRunner.execute``/``execute_sync`` are observed, never changed:
-every firing, with or without hooks, is an ``otelmw.hook.<event>`` log record
-(``has_hooks`` answers true for the agent/LLM/tool lifecycle points so PraisonAI fires
-them); otelmw registers no PraisonAI hook."""
+every firing PraisonAI makes is an ``otelmw.hook.<event>`` log record. otelmw
+registers no PraisonAI hook and leaves ``has_hooks`` alone: a hook point PraisonAI does
+not fire (no hook registered for it) is not recorded."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...core import contract as c
-from ...core.pipeline import get_pipeline
-from .._base import host_hook_points_recorded
+from ...core import CallInfo, current_runtime_context, hook_firings_recorded, unopened_call
 from .fail_open import instrumentation_failed
-
-# PraisonAI builds a hook input and fires only when a hook is registered
-# (``registry.has_hooks``); for these lifecycle points otelmw makes it fire anyway.
-_LIFECYCLE = frozenset({"before_agent", "after_agent", "before_llm", "after_llm",
-                        "before_tool", "after_tool"})
 
 
 def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> None:
-    obs = get_pipeline().observer
-    if obs is None or not host_hook_points_recorded(obs):
+    if not hook_firings_recorded():
         return
     results = results if isinstance(results, list) else []
     event = args[0] if args else kwargs.get("event")
     data = args[1] if len(args) > 1 else kwargs.get("input_data")
-    name, rc = str(getattr(event, "value", event)), c.current_runtime_context()
+    name, rc = str(getattr(event, "value", event)), current_runtime_context()
     tool, model, agent = (getattr(data, k, None) for k in ("tool_name", "model", "agent_name"))
     tool = tool if isinstance(tool, str) and tool else None
     model = model if isinstance(model, str) else None
     op = "execute_tool" if tool else "chat" if "llm" in name or model else "invoke_agent"
-    call = c.CallInfo(operation=op, session_id=rc.session_id, task_id=rc.task_id,
+    call = CallInfo(operation=op, session_id=rc.session_id, task_id=rc.task_id,
                       turn_id=rc.turn_id, model=model, tool_name=tool,
                       runtime_id=rc.runtime_id,
                       agent_name=agent if isinstance(agent, str) else rc.agent_name)
@@ -44,7 +36,7 @@ def _emit_hooks(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> 
     payload["status"] = "blocked" if blocked else ("error" if failures else "ok")
     if blocked:
         payload["error_type"] = "plugin_block"
-    obs.hook_fired(call, name, payload, failures)
+    unopened_call(call).report_hook_firing(name, payload, failures)
 
 
 def _record_firing(args: tuple[Any, ...], kwargs: dict[str, Any], results: Any) -> Any:
@@ -66,15 +58,3 @@ def hooks_observed_sync(wrapped: Any, instance: Any, args: tuple[Any, ...],
     with none it returns ``[]`` at once, and that firing is recorded here."""
     results = wrapped(*args, **kwargs)
     return results if results else _record_firing(args, kwargs, results)
-
-
-def has_hooks(wrapped: Any, instance: Any, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-    """``HookRegistry.has_hooks``: true for the lifecycle points while they are
-    recorded (a registry whose hooks are disabled stays silent)."""
-    found = wrapped(*args, **kwargs)
-    if found or not getattr(instance, "_enabled", False):
-        return found
-    event = args[0] if args else kwargs.get("event")
-    return (str(getattr(event, "value", event)) in _LIFECYCLE
-            and host_hook_points_recorded(get_pipeline().observer))

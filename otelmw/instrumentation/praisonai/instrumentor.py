@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._base import OtelmwInstrumentor, Wrapper
-from .hooks import has_hooks, hooks_observed, hooks_observed_sync
+from .hooks import hooks_observed, hooks_observed_sync
 from .model_requests import MARK, ResourceCreate, client_property, patched_resources
 from .tools import async_attempt, praison_lookup, tool_async, tool_sync
 from .turns import turn_async, turn_stream, turn_wrapper
@@ -36,7 +36,6 @@ class PraisonAIInstrumentor(OtelmwInstrumentor):
             (_EXEC, "ExecutionMixin._execute_tool_async_impl", async_attempt),
             ("praisonaiagents.hooks.runner", "HookRunner.execute", hooks_observed),
             ("praisonaiagents.hooks.runner", "HookRunner.execute_sync", hooks_observed_sync),
-            ("praisonaiagents.hooks.registry", "HookRegistry.has_hooks", has_hooks),
             ("praisonaiagents.runtime.middleware_registry",
              "MiddlewareRegistry.get_middleware", praison_lookup),
         ]

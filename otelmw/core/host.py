@@ -1,0 +1,276 @@
+"""The host-adapter API: everything a host adapter (``otelmw/instrumentation/``) needs
+from the core, and the only way it reaches the observer.
+
+A host adapter catches what a host does and hands it to the pipeline:
+
+* **a call the pipeline runs** (``Pipeline.run_llm`` / ``run_tool`` /
+  ``run_embeddings`` and their async twins; ``Pipeline.turn`` for a turn): otelmw's
+  own request stage, hook points and execution chain around the host's function;
+* **a call the host opened itself** (``open_call``): its span starts where the host
+  starts it (e.g. before the host's own request middleware), the pipeline runs it
+  later (``run_llm(..., call=...)``) or the adapter ends it (``HostCall.finish``);
+* **what the host itself observed**, reported on an open call: the request it sends
+  (``HostCall.request_sent``), a tool result it produced or a call it blocked
+  (``HostCall.report_tool_result`` / ``tool_blocked``), each of its own middleware callbacks
+  as a layer (``HostCall.rewrite_layer`` / ``wrapper_layer``), each firing of its own
+  hook points (``HostCall.report_hook_firing``);
+* **a nested call** that must enrich the call in flight rather than open a second one
+  (``current_llm_call`` + ``enrich_llm_call`` for a provider SDK under a host-level
+  model call; ``current_tool_call`` + ``HostCall.report_tool_result`` for a tool protocol
+  under a host-level tool call).
+
+Nothing here imports OpenTelemetry; the observer stays behind the seam. Failures of
+an adapter's own code are reported with ``instrumentation_failed`` (counted, warned
+once); an adapter fails open: the host's call always runs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Literal, TypeAlias, TypeVar
+
+from . import callstate, seam
+from .contract import CallInfo
+from .failures import INSTRUMENTATION, describe
+from .payloads import changed_keys
+from .pipeline import Pipeline, get_pipeline
+from .registry import Layer, make_layer
+from .results import NormalizedToolResult
+from .seam import NO_VALUE, NoValue
+from .tool_calls import BLOCKED_KEY
+
+__all__ = [
+    "HostCall",
+    "LayerRun",
+    "Payload",
+    "RewriteOutcome",
+    "ToolStatus",
+    "WrapperOutcome",
+    "changed_payload_keys",
+    "current_llm_call",
+    "current_tool_call",
+    "enrich_llm_call",
+    "hook_firings_recorded",
+    "host_layer",
+    "install_observer",
+    "instrumentation_failed",
+    "llm_call_current",
+    "observing",
+    "open_call",
+    "tool_call_current",
+    "unopened_call",
+]
+
+#: A request, tool arguments or hook payload as the host hands it over: otelmw reads
+#: it (renders it under content capture, digests it) and never changes it.
+Payload: TypeAlias = object
+R = TypeVar("R")
+
+RewriteOutcome = Literal["rewritten", "unchanged", "failed", "error"]
+WrapperOutcome = Literal["passed", "short_circuit", "failed_before_next",
+                         "failed_after_next", "error"]
+ToolStatus = Literal["ok", "error", "blocked"]
+
+
+def observing(pipeline: Pipeline | None = None) -> bool:
+    """Whether an observer is installed (without one, opening calls ahead is moot)."""
+    return (pipeline or get_pipeline()).observer is not None
+
+
+def install_observer(make: Callable[[], seam.PipelineObserver],
+                     pipeline: Pipeline | None = None) -> None:
+    """Install ``make()`` as the pipeline's observer unless one is installed (an
+    instrumentor enabled without ``configure()``, e.g. by ``opentelemetry-instrument``)."""
+    pipe = pipeline or get_pipeline()
+    if pipe.observer is None:
+        pipe.observer = make()
+
+
+def hook_firings_recorded(pipeline: Pipeline | None = None) -> bool:
+    """Whether each firing of a host's own hook points becomes an ``otelmw.hook.*``
+    record: an observer is installed and hook events are not ``none``."""
+    obs = (pipeline or get_pipeline()).observer
+    return obs is not None and obs.hook_events in ("registered", "all")
+
+
+def instrumentation_failed(host: str, where: str, exc: BaseException,
+                           pipeline: Pipeline | None = None) -> None:
+    """Count (and warn once about) an error of a host adapter's own code at ``where``;
+    the adapter then fails open (the host's call runs as without otelmw)."""
+    (pipeline or get_pipeline()).failures.record(
+        INSTRUMENTATION, host, where, f"{host} instrumentation error: {describe(exc)}", exc)
+
+
+def changed_payload_keys(before: Payload, after: Payload) -> list[str]:
+    """The top-level keys a host's rewrite changed (for its layer's span)."""
+    return changed_keys(before, after)
+
+
+class LayerRun:
+    """One run of a host's own middleware callback, reported as a layer of the call
+    (its span): ``finished`` once with its outcome."""
+
+    __slots__ = ("_call", "_obs", "_token")
+
+    def __init__(self, obs: seam.PipelineObserver | None, call: CallInfo,
+                 token: object) -> None:
+        self._obs, self._call, self._token = obs, call, token
+
+    def rewrite_finished(self, outcome: RewriteOutcome, *, changed: Sequence[str] = (),
+                         source: str | None = None, reason: str | None = None,
+                         error: BaseException | None = None,
+                         payload: Payload | NoValue = NO_VALUE) -> None:
+        """A request callback ended: ``payload`` is the request or arguments it made."""
+        if self._obs is not None:
+            self._obs.rewrite_finished(self._call, self._token, outcome, list(changed),
+                                       source, reason, error, payload)
+
+    def wrapper_finished(self, outcome: WrapperOutcome, *,
+                         error: BaseException | None = None,
+                         result: object = NO_VALUE) -> None:
+        """An execution callback ended: ``result`` is what it returned."""
+        if self._obs is not None:
+            self._obs.wrapper_finished(self._call, self._token, outcome, error, result)
+
+
+def host_layer(kind: str, callback: Callable[..., object], plugin: str) -> Layer:
+    """A host's own middleware or hook callback as a layer of ``plugin`` (its span's
+    name is ``<kind> <plugin>.<callback name>``)."""
+    return make_layer(kind, callback, plugin)
+
+
+class HostCall:
+    """A call a host adapter opened itself (``open_call``): what the host observed
+    about it is reported here, and it ends once (``finish``) unless the pipeline runs
+    it (``Pipeline.run_llm(..., call=host_call.call)``)."""
+
+    __slots__ = ("_obs", "call")
+
+    def __init__(self, obs: seam.PipelineObserver | None, call: CallInfo) -> None:
+        self._obs, self.call = obs, call
+
+    @property
+    def observed(self) -> bool:
+        """Whether an observer hears of this call (else every report is a no-op)."""
+        return self._obs is not None
+
+    def request_sent(self, request: Payload) -> None:
+        """The request the host sends now differs from the one the call opened with."""
+        if self._obs is not None:
+            self._obs.request_rewritten(self.call, request)
+
+    def rewrite_layer(self, layer: Layer, position: int, payload: Payload) -> LayerRun:
+        """A host request callback starts on ``payload``; its span is current until
+        ``LayerRun.rewrite_finished``."""
+        obs = self._obs
+        token = obs.rewrite_started(self.call, layer, position, payload) if obs else None
+        return LayerRun(obs, self.call, token)
+
+    def wrapper_layer(self, layer: Layer, position: int, payload: Payload) -> LayerRun:
+        """A host execution callback starts on ``payload``; its span is current until
+        ``LayerRun.wrapper_finished``."""
+        obs = self._obs
+        token = obs.wrapper_started(self.call, layer, position, payload) if obs else None
+        return LayerRun(obs, self.call, token)
+
+    def report_hook_firing(self, hook_name: str, payload: dict[str, object],
+                           failures: int) -> None:
+        """The host fired one of its own hook points for this call (``failures``: how
+        many of its callbacks raised); the record goes on the current span."""
+        obs = self._obs
+        if obs is not None and obs.hook_events in ("registered", "all"):
+            obs.hook_fired(self.call, hook_name, payload, failures)
+
+    def report_tool_result(self, result: NormalizedToolResult, status: ToolStatus) -> None:
+        """The tool call's result as the host (or a nested tool protocol) produced it."""
+        if self._obs is not None:
+            self._obs.tool_result(self.call, result, status)
+
+    def tool_blocked(self, message: str, result: object) -> None:
+        """The host blocked the tool call before it ran (its own policy hook)."""
+        self.report_tool_result(NormalizedToolResult(
+            content=result, success=False, raw_result=result, error_message=message,
+            metadata={BLOCKED_KEY: True}), "blocked")
+
+    def finish(self, result: R, error: BaseException | None = None) -> R:
+        """End the call; returns the result to hand back (a stream may come back
+        wrapped so its end is observed)."""
+        if self._obs is None:
+            return result
+        out: R = self._obs.call_finished(self.call, result, error)
+        return out
+
+
+def open_call(call: CallInfo, payload: Payload,
+              pipeline: Pipeline | None = None) -> HostCall:
+    """Open ``call`` now (its span starts in the current context and becomes
+    current): a call the host starts before the pipeline runs it, or one the
+    pipeline never runs (a host's own call, ended with ``HostCall.finish``)."""
+    obs = (pipeline or get_pipeline()).observer
+    if obs is not None:
+        obs.call_started(call, payload)
+    return HostCall(obs, call)
+
+
+def unopened_call(call: CallInfo, pipeline: Pipeline | None = None) -> HostCall:
+    """``call`` without a span of its own: what the host reports on it (a hook
+    firing) goes on the current span."""
+    return HostCall((pipeline or get_pipeline()).observer, call)
+
+
+# ----------------------------------------------------------------- nested calls
+
+def current_llm_call() -> CallInfo | None:
+    """The model call the pipeline (or a host adapter) runs in this context: a
+    provider SDK call under it enriches it (``enrich_llm_call``) instead of opening a
+    second ``chat`` span."""
+    return callstate.current_llm_call()
+
+
+@contextmanager
+def llm_call_current(call: CallInfo | None) -> Iterator[None]:
+    """Make ``call`` the current model call inside the block (``None``: no call, e.g.
+    around a host's own middleware, whose model calls are calls of their own)."""
+    token = callstate.set_current_llm_call(call)
+    try:
+        yield
+    finally:
+        callstate.reset_current_llm_call(token)
+
+
+def enrich_llm_call(call: CallInfo, raw_response: R, server_address: str | None,
+                    server_port: int | None, pipeline: Pipeline | None = None) -> R:
+    """A nested layer (the provider SDK under a host-level ``chat`` call) saw the raw
+    provider response of ``call``; returns what to hand back (a stream may be wrapped
+    so its chunks are observed)."""
+    obs = (pipeline or get_pipeline()).observer
+    if obs is None:
+        return raw_response
+    out: R = obs.call_enriched(call, raw_response, server_address, server_port)
+    return out
+
+
+_current_tool_call: contextvars.ContextVar[HostCall | None] = contextvars.ContextVar(
+    "otelmw_current_host_tool_call", default=None)
+
+
+def current_tool_call() -> HostCall | None:
+    """The host-level tool call in flight in this context (``tool_call_current``): a
+    nested tool protocol (an MCP client under a host's tool) reports its result on it
+    instead of opening a second ``execute_tool`` span."""
+    return _current_tool_call.get()
+
+
+@contextmanager
+def tool_call_current(call: HostCall | None) -> Iterator[None]:
+    """Make ``call`` the tool call in flight inside the block."""
+    token = _current_tool_call.set(call)
+    try:
+        yield
+    finally:
+        try:
+            _current_tool_call.reset(token)
+        except ValueError:  # reset from another context: leave it there
+            pass
