@@ -22,7 +22,7 @@ from typing import Any
 
 import wrapt
 
-from .core.pipeline import Pipeline, get_pipeline
+from .core import Pipeline, get_pipeline
 
 # wrapt ≥ 2 splits the C proxy base (BaseObjectProxy) from ObjectProxy.
 _PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)

@@ -472,6 +472,12 @@ def test_hermes_hook_points_are_records_where_hermes_fires_them(judged: Run) -> 
         names)
     # the points Hermes gates on its own has_hook (no callback: not fired) are not
     # recorded, and has_hook still answers False for them (it did not fire them)
+    assert judged.report["has_hook"] == dict.fromkeys(
+        ["pre_api_request", "post_api_request", "api_request_error", "post_tool_call",
+         "transform_tool_result"], False)
+    assert judged.report["has_middleware"] == {"llm_request": True, "llm_execution": True,
+                                               "tool_request": False,
+                                               "tool_execution": False}
     assert not names & {"pre_api_request", "post_api_request", "api_request_error",
                         "post_tool_call", "transform_tool_result"}, names
     (tool,) = judged.named("execute_tool ")

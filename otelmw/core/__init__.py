@@ -7,7 +7,7 @@ The names below are the core's public API, and the only names a host adapter
 (``otelmw/instrumentation/``) may import from it (``tests/test_host_api.py`` checks):
 the pipeline and its turns, the records a call is described by, the contract's names,
 and the host-adapter API of ``host.py`` (open a call, report what the host observed,
-nested calls). ``settings`` is the table of otelmw's settings (read-only).
+nested calls).
 """
 
 from .contract import (

@@ -118,7 +118,7 @@ class LayerRun:
                  token: object) -> None:
         self._obs, self._call, self._token = obs, call, token
 
-    def rewrite_finished(self, outcome: RewriteOutcome, *, changed: Sequence[str] = (),
+    def end_rewrite(self, outcome: RewriteOutcome, *, changed: Sequence[str] = (),
                          source: str | None = None, reason: str | None = None,
                          error: BaseException | None = None,
                          payload: Payload | NoValue = NO_VALUE) -> None:
@@ -127,7 +127,7 @@ class LayerRun:
             self._obs.rewrite_finished(self._call, self._token, outcome, list(changed),
                                        source, reason, error, payload)
 
-    def wrapper_finished(self, outcome: WrapperOutcome, *,
+    def end_wrapper(self, outcome: WrapperOutcome, *,
                          error: BaseException | None = None,
                          result: object = NO_VALUE) -> None:
         """An execution callback ended: ``result`` is what it returned."""
@@ -163,14 +163,14 @@ class HostCall:
 
     def rewrite_layer(self, layer: Layer, position: int, payload: Payload) -> LayerRun:
         """A host request callback starts on ``payload``; its span is current until
-        ``LayerRun.rewrite_finished``."""
+        ``LayerRun.end_rewrite``."""
         obs = self._obs
         token = obs.rewrite_started(self.call, layer, position, payload) if obs else None
         return LayerRun(obs, self.call, token)
 
     def wrapper_layer(self, layer: Layer, position: int, payload: Payload) -> LayerRun:
         """A host execution callback starts on ``payload``; its span is current until
-        ``LayerRun.wrapper_finished``."""
+        ``LayerRun.end_wrapper``."""
         obs = self._obs
         token = obs.wrapper_started(self.call, layer, position, payload) if obs else None
         return LayerRun(obs, self.call, token)

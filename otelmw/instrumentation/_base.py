@@ -16,8 +16,13 @@ import wrapt
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from ..core.pipeline import current_llm_call, get_pipeline
-from ..core.seam import PipelineObserver
+from ..core import (
+    PipelineObserver,
+    current_llm_call,
+    enrich_llm_call,
+    get_pipeline,
+    install_observer,
+)
 
 logger = logging.getLogger("otelmw")
 T = TypeVar("T")
@@ -31,23 +36,17 @@ Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 def ensure_observer() -> None:
     """Install the telemetry observer on the default pipeline if none is there
     (under ``opentelemetry-instrument`` the distro has set the global providers)."""
-    pipe = get_pipeline()
-    if pipe.observer is not None:
-        return
+    install_observer(_telemetry_observer)
+
+
+def _telemetry_observer() -> PipelineObserver:
     from ..config import settings as cfg
     from ..telemetry.observer import TelemetryObserver
 
     # Here the program is already running (an instrumentor installs this on the host's
     # import): a bad setting falls back to its default with one warning instead of
     # failing the import. ``configure()`` raises on the same values.
-    pipe.observer = TelemetryObserver(failures=pipe.failures, settings=cfg.load(strict=False))
-
-
-def host_hook_points_recorded(obs: PipelineObserver | None) -> bool:
-    """Whether every firing of a host's own hook points becomes a record: unless hook
-    events are off (``registered`` covers them: the host's lifecycle exists without a
-    callback of otelmw's)."""
-    return obs is not None and obs.hook_events in ("registered", "all")
+    return TelemetryObserver(failures=get_pipeline().failures, settings=cfg.load(strict=False))
 
 
 def server_of(base_url: Any) -> tuple[str | None, int | None]:
@@ -113,26 +112,21 @@ def sdk_llm_wrapper(provider: str, api_mode: str, *, is_async: bool) -> Wrapper:
 
     def traced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
-        pipe = get_pipeline()
         address, port = _server(instance)
         outer = current_llm_call()
-        if outer is not None:
-            result = wrapped(*args, **kwargs)
-            obs = pipe.observer
-            return obs.call_enriched(outer, result, address, port) if obs is not None else result
-        return pipe.run_llm(kwargs, lambda request: wrapped(*args, **request), provider=provider,
-                            api_mode=api_mode, server_address=address, server_port=port)
+        if outer is not None:  # a host-level chat call is in flight: enrich its span
+            return enrich_llm_call(outer, wrapped(*args, **kwargs), address, port)
+        return get_pipeline().run_llm(kwargs, lambda request: wrapped(*args, **request),
+                                      provider=provider, api_mode=api_mode,
+                                      server_address=address, server_port=port)
 
     async def atraced_create(wrapped: Any, instance: Any, args: tuple[Any, ...],
                              kwargs: dict[str, Any]) -> Any:
-        pipe = get_pipeline()
         address, port = _server(instance)
         outer = current_llm_call()
         if outer is not None:
-            result = await wrapped(*args, **kwargs)
-            obs = pipe.observer
-            return obs.call_enriched(outer, result, address, port) if obs is not None else result
-        return await pipe.arun_llm(kwargs, lambda request: wrapped(*args, **request),
+            return enrich_llm_call(outer, await wrapped(*args, **kwargs), address, port)
+        return await get_pipeline().arun_llm(kwargs, lambda request: wrapped(*args, **request),
                                    provider=provider, api_mode=api_mode,
                                    server_address=address, server_port=port)
 

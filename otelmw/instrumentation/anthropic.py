@@ -20,7 +20,7 @@ from typing import Any
 
 import wrapt
 
-from ..core.pipeline import current_llm_call, get_pipeline
+from ..core import current_llm_call, enrich_llm_call, get_pipeline
 from ._base import OtelmwInstrumentor, Wrapper, _client_server, sdk_llm_wrapper
 
 _MESSAGES = "anthropic.resources.messages.messages"
@@ -115,13 +115,10 @@ class TracedStreamManager(_StreamManagerProxy):
 
         address, port = self._self_server
         outer = current_llm_call()
-        pipe = get_pipeline()
         if outer is not None:  # a host-level call is in flight: enrich its span
-            raw = send(self._self_kwargs)
-            obs = pipe.observer
-            result = obs.call_enriched(outer, raw, address, port) if obs is not None else raw
+            result = enrich_llm_call(outer, send(self._self_kwargs), address, port)
         else:
-            result = pipe.run_llm(self._self_kwargs, send, provider=_PROVIDER,
+            result = get_pipeline().run_llm(self._self_kwargs, send, provider=_PROVIDER,
                                   api_mode=_API_MODE, server_address=address,
                                   server_port=port)
         return self._self_adopt(result, "__next__")
@@ -145,13 +142,10 @@ class TracedAsyncStreamManager(_StreamManagerProxy):
 
         address, port = self._self_server
         outer = current_llm_call()
-        pipe = get_pipeline()
         if outer is not None:
-            raw = await send(self._self_kwargs)
-            obs = pipe.observer
-            result = obs.call_enriched(outer, raw, address, port) if obs is not None else raw
+            result = enrich_llm_call(outer, await send(self._self_kwargs), address, port)
         else:
-            result = await pipe.arun_llm(self._self_kwargs, send, provider=_PROVIDER,
+            result = await get_pipeline().arun_llm(self._self_kwargs, send, provider=_PROVIDER,
                                          api_mode=_API_MODE, server_address=address,
                                          server_port=port)
         return self._self_adopt(result, "__anext__")

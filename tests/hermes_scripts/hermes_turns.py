@@ -34,8 +34,17 @@ def main() -> int:
     cfg = json.loads(os.environ["HX_CONFIG"])
     agent = new_agent(cfg)
     turns = run_turns(agent, cfg, cfg["prompts"])
+    from hermes_cli.plugins import has_hook, has_middleware
+
+    # what Hermes' own registry answers after the turns (otelmw must not change it)
+    gated = {name: has_hook(name) for name in (
+        "pre_api_request", "post_api_request", "api_request_error", "post_tool_call",
+        "transform_tool_result")}
+    middleware = {kind: has_middleware(kind) for kind in (
+        "llm_request", "llm_execution", "tool_request", "tool_execution")}
     print("RESULT " + json.dumps({"turns": turns, "session_id": agent.session_id,
-                                  "t_end": time.time_ns()}))
+                                  "t_end": time.time_ns(), "has_hook": gated,
+                                  "has_middleware": middleware}))
     sys.stdout.flush()
     return 0
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import wrapt
 
-from ...core import LLM_REQUEST, TOOL_REQUEST, get_pipeline
 from ...config import settings as cfg
+from ...core import LLM_REQUEST, TOOL_REQUEST, get_pipeline
 from ...telemetry import context as tctx
 from .._base import OtelmwInstrumentor, Wrapper, ensure_observer
 from .calls import RUNTIME_ID

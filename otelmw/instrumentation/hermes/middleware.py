@@ -135,18 +135,18 @@ def _observed_rewrite(callback: Any, running: HostCall, layer: Layer, position: 
         try:
             ret = wrapped(*args, **kwargs)
         except Exception as exc:  # Hermes logs it and goes on without it
-            run.rewrite_finished("failed", error=exc)
+            run.end_rewrite("failed", error=exc)
             raise
         except BaseException as exc:
-            run.rewrite_finished("error", error=exc)
+            run.end_rewrite("error", error=exc)
             raise
         try:
             new = ret.get(key) if isinstance(ret, dict) else None
             if not isinstance(new, dict):  # Hermes ignores it
-                run.rewrite_finished("unchanged")
+                run.end_rewrite("unchanged")
                 return ret
             entry = hermes._trace_entry(ret)
-            run.rewrite_finished("rewritten", changed=changed_payload_keys(
+            run.end_rewrite("rewritten", changed=changed_payload_keys(
                 before, new), source=_trace_text(entry, "source"),
                 reason=_trace_text(entry, "reason"), payload=new)
         except Exception as exc:
@@ -198,9 +198,9 @@ def _observed_wrapper(callback: Any, running: HostCall, layer: Layer, position: 
                     "_DownstreamExecutionError"):
                 outcome = ("failed_after_next" if step.succeeded else "error" if step.called
                            else "failed_before_next")
-            run.wrapper_finished(outcome, error=_downstream(exc))
+            run.end_wrapper(outcome, error=_downstream(exc))
             raise
-        run.wrapper_finished("passed" if step.called else "short_circuit", result=ret)
+        run.end_wrapper("passed" if step.called else "short_circuit", result=ret)
         return ret
 
     return wrapt.FunctionWrapper(callback, observe)

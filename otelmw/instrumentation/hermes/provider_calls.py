@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core import host
-from ...core.pipeline import get_pipeline
+from ...core import get_pipeline, llm_call_current
 from . import calls
 from .middleware import ChainRun, chain_call, llm_execution_stage
 
@@ -29,14 +28,14 @@ def run_llm_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     hermes = ChainRun()
 
     def provider_call(request: Any) -> Any:
-        with host.llm_call_current(running.call):
+        with llm_call_current(running.call):
             return stage.base_call(request)
 
     def execute(request: Any) -> Any:
         hermes.started = True
         token = chain_call.set(running.opened)
         try:
-            with host.llm_call_current(None):
+            with llm_call_current(None):
                 return wrapped(request, provider_call, **stage.context)
         finally:
             chain_call.reset(token)

@@ -9,9 +9,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-from ...core.host import HostCall, tool_call_current
-from ...core.pipeline import get_pipeline
-from ...core.results import TOOL_ERROR_PREFIX
+from ...core import TOOL_ERROR_PREFIX, HostCall, get_pipeline, tool_call_current
 from . import calls
 from .middleware import ChainRun, chain_call, tool_execution_stage
 from .results import tool_error

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.failures import INSTRUMENTATION, describe
-from ...core.pipeline import get_pipeline
+from ...core import instrumentation_failed as host_instrumentation_failed
 
 NOT_RUN = object()  # ``HostOutcome.recover``: the host call did not run yet
 
 
 def instrumentation_failed(where: str, exc: BaseException) -> None:
     """Count (and warn once about) an error of this adapter (never raises)."""
-    get_pipeline().failures.record(INSTRUMENTATION, "praisonai", where,
-                                   f"instrumentation error: {describe(exc)}", exc)
+    host_instrumentation_failed("praisonai", where, exc)
 
 
 class HostOutcome:

@@ -10,7 +10,7 @@ from typing import Any
 
 import wrapt
 
-from ...core.pipeline import current_llm_call, get_pipeline
+from ...core import current_llm_call, get_pipeline
 from .._base import server_of
 from .fail_open import HostOutcome, afail_open, fail_open, instrumentation_failed
 from .turns import current_turn

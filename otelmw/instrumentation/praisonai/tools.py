@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from ...core.pipeline import get_pipeline
+from ...core import get_pipeline
 from .fail_open import HostOutcome, afail_open, fail_open, instrumentation_failed
 from .turns import NATIVE_RUNTIME_ID, runtime_id_of
 

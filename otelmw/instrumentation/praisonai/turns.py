@@ -8,7 +8,7 @@ import collections.abc
 from contextvars import Context, ContextVar, copy_context
 from typing import Any
 
-from ...core.pipeline import Turn, get_pipeline
+from ...core import Turn, get_pipeline
 from .._base import Wrapper
 from .fail_open import instrumentation_failed
 

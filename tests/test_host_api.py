@@ -1,0 +1,158 @@
+"""Host adapters reach the core only through its public API (``otelmw.core.__all__``)
+and never drive the observer themselves.
+
+Every module under ``otelmw/instrumentation/`` and ``otelmw/decorators.py`` is read
+(its AST, lazy and ``TYPE_CHECKING`` imports included): an import from ``otelmw.core``
+must name only what ``otelmw.core.__all__`` lists (no ``otelmw.core.<module>`` import,
+no private name), and no code may call a method of the observer protocol
+(``PipelineObserver``) or touch a pipeline's ``observer``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import otelmw.core
+from otelmw.core import PipelineObserver
+
+PACKAGE = Path(otelmw.core.__file__).resolve().parent.parent
+ADAPTERS = [*sorted((PACKAGE / "instrumentation").rglob("*.py")), PACKAGE / "decorators.py"]
+OBSERVER_METHODS = frozenset(
+    name for name, value in vars(PipelineObserver).items()
+    if not name.startswith("_") and inspect.isfunction(value))
+
+
+def _module_of(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+        ".__init__")
+
+
+def _resolved(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` names."""
+    if not node.level:
+        return node.module or ""
+    package = _module_of(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[:len(package) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def violations(path: Path, source: str | None = None) -> list[str]:
+    found: list[str] = []
+    public = set(otelmw.core.__all__)
+    text = source if source is not None else path.read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(text)):
+        where = f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [f"{where}: import {a.name}" for a in node.names
+                      if a.name.startswith("otelmw.core")]
+        elif isinstance(node, ast.ImportFrom):
+            module = _resolved(path, node)
+            if module.startswith("otelmw.core."):
+                found.append(f"{where}: from {module} import ...")
+            elif module == "otelmw.core":
+                found += [f"{where}: otelmw.core.{a.name} is not in otelmw.core.__all__"
+                          for a in node.names if a.name not in public]
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "observer":
+                found.append(f"{where}: .observer")
+            elif node.attr in OBSERVER_METHODS:
+                found.append(f"{where}: .{node.attr} (an observer method)")
+    return found
+
+
+def test_the_rule_sees_what_it_forbids() -> None:
+    # the check itself, on a module placed as a host package's adapter would be
+    probe = PACKAGE / "instrumentation" / "somehost" / "calls.py"
+    found = violations(probe, "from ...core.callstate import set_current_llm_call\n"
+                              "from ...core import contract\n"
+                              "from ...core import get_pipeline, open_call\n"
+                              "import otelmw.core.pipeline\n"
+                              "get_pipeline().observer.call_started(None, None)\n")
+    # a core module, a name not in __all__, a plain import, .observer, an observer method
+    assert len(found) == 5, found
+
+
+@pytest.mark.parametrize("path", ADAPTERS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_adapters_use_only_the_public_core_api(path: Path) -> None:
+    assert violations(path) == []
+
+
+def test_the_public_api_is_typed_without_any() -> None:
+    # the host API's signatures say what payloads, tokens and results are
+    from otelmw.core import host
+
+    for name in host.__all__:
+        value = getattr(host, name)
+        members = [value] if inspect.isfunction(value) else [
+            m for n, m in vars(value).items() if inspect.isfunction(m) and (
+                not n.startswith("_") or n == "__init__")] if inspect.isclass(value) else []
+        for member in members:
+            annotations = inspect.get_annotations(member)
+            assert annotations, f"{name}.{member.__name__} has no annotations"
+            assert not [k for k, v in annotations.items() if "Any" in str(v)], (
+                f"{name}.{member.__name__}: {annotations}")
+
+
+class Recorder:
+    """An observer that records what the host API reported through the seam."""
+
+    def __init__(self, hook_events: str = "registered") -> None:
+        self.hook_events = hook_events
+        self.seen: list[tuple[str, object]] = []
+
+    def __getattr__(self, name: str) -> object:
+        if name not in OBSERVER_METHODS:
+            raise AttributeError(name)
+
+        def record(*args: object) -> object:
+            self.seen.append((name, args[1] if len(args) > 1 else None))
+            return args[1] if name in ("call_finished", "call_enriched") else "token"
+
+        return record
+
+
+def test_a_host_call_reports_what_the_host_observed_through_the_seam() -> None:
+    from otelmw.core import (
+        CallInfo,
+        NormalizedToolResult,
+        Pipeline,
+        current_tool_call,
+        enrich_llm_call,
+        host_layer,
+        open_call,
+        tool_call_current,
+        unopened_call,
+    )
+
+    pipe, obs = Pipeline(), Recorder()
+    call = CallInfo(operation="execute_tool", tool_name="lookup", tool_call_id="t1")
+    assert not open_call(call, {"q": 1}, pipe).observed  # no observer: nothing reported
+    pipe.observer = obs  # type: ignore[assignment]
+    opened = open_call(call, {"q": 1}, pipe)
+    layer = host_layer("tool_request", test_the_rule_sees_what_it_forbids, "host-plugin")
+    opened.rewrite_layer(layer, 0, {"q": 1}).end_rewrite("rewritten", changed=["q"],
+                                                         payload={"q": 2})
+    opened.wrapper_layer(layer, 0, {"q": 2}).end_wrapper("passed", result="r")
+    opened.report_hook_firing("pre_tool_call", {"args": {"q": 2}}, 0)
+    with tool_call_current(opened):  # a nested tool protocol finds the call in flight
+        assert current_tool_call() is opened
+        opened.report_tool_result(NormalizedToolResult(content="r"), "ok")
+    assert current_tool_call() is None
+    assert opened.finish("r") == "r"
+    assert [name for name, _ in obs.seen] == [
+        "call_started", "rewrite_started", "rewrite_finished", "wrapper_started",
+        "wrapper_finished", "hook_fired", "tool_result", "call_finished"]
+    assert layer.name == "host-plugin.test_the_rule_sees_what_it_forbids"
+    # hook events "none": a host's firing is not reported
+    quiet = Recorder("none")
+    pipe.observer = quiet  # type: ignore[assignment]
+    unopened_call(call, pipe).report_hook_firing("pre_tool_call", {}, 0)
+    assert quiet.seen == []
+    assert enrich_llm_call(call, "raw", None, None, pipe) == "raw"
+    assert quiet.seen == [("call_enriched", "raw")]
