@@ -155,8 +155,10 @@ def check_tool_spans(run: ZeroCodeRun, tool: str) -> None:
 
 
 # ------------------------------------------------------------------------ Hermes
-HERMES_HOOKS_ON_CHAT = ("pre_api_request", "post_api_request")
-HERMES_HOOKS_ON_TOOL = ("pre_tool_call", "post_tool_call", "transform_tool_result")
+# Hermes fires these only when a callback is registered for them (its has_hook gate)
+HERMES_GATED_HOOKS = ("pre_api_request", "post_api_request", "api_request_error",
+                      "post_tool_call", "transform_tool_result")
+HERMES_HOOKS_ON_TOOL = ("pre_tool_call",)
 HERMES_HOOKS_ON_TURN = ("pre_llm_call", "post_llm_call", "on_session_start", "on_session_end")
 
 
@@ -219,24 +221,23 @@ def test_hermes_tool_span_names_the_tool_and_its_call(
 
 
 @HERMES
-def test_hermes_hook_points_are_log_records_without_any_hook(
+def test_hermes_hook_points_are_log_records_where_hermes_fires_them(
         hermes: tuple[ZeroCodeRun, dict[str, Any]]) -> None:
     run, _ = hermes
     names = {x.event_name.removeprefix("otelmw.hook.") for x in run.logs}
-    assert set(HERMES_HOOKS_ON_CHAT + HERMES_HOOKS_ON_TOOL + HERMES_HOOKS_ON_TURN) <= names
+    assert set(HERMES_HOOKS_ON_TOOL + HERMES_HOOKS_ON_TURN) <= names
+    # no callback registered: Hermes does not fire its gated points, nothing to record
+    assert not names & set(HERMES_GATED_HOOKS), names
     by_id = {s.span_id: s for s in run.spans}
     for rec in run.logs:  # every record correlated to a span of its turn
         assert rec.event_name.startswith("otelmw.hook.")
         assert rec.span_id in by_id and rec.trace_id == by_id[rec.span_id].trace_id
         assert rec.attributes["otelmw.schema.telemetry"] == "hermes.observer.v1"
         assert rec.attributes["otelmw.hook.failures"] == 0
-    chats = [s.span_id for s in run.named("chat ")]
-    for hook in HERMES_HOOKS_ON_CHAT:  # one per request, on its chat span
-        assert sorted(x.span_id for x in run.hook_logs(hook)) == sorted(chats), hook
     (tool,) = run.named("execute_tool ")
     for hook in HERMES_HOOKS_ON_TOOL:
         assert [x.span_id for x in run.hook_logs(hook)] == [tool.span_id], hook
-    for rec in run.hook_logs("post_tool_call"):
+    for rec in run.hook_logs("pre_tool_call"):
         assert rec.attributes["gen_ai.tool.name"] == "read_file"
     roots = {s.span_id for s in run.spans if s.name == "invoke_agent hermes"}
     assert all(x.span_id in roots for x in run.hook_logs("on_session_end"))
@@ -294,21 +295,10 @@ def test_praisonai_tool_spans_name_the_tool_and_its_call(
 
 
 @PRAISONAI
-def test_praisonai_hook_points_are_log_records_without_any_hook(
+def test_praisonai_hook_points_are_not_fired_without_any_hook(
         praisonai: tuple[ZeroCodeRun, int]) -> None:
+    # no hook registered: PraisonAI fires none of its hook points (its has_hooks gate,
+    # which otelmw leaves alone), so there is nothing to record; the turns are traced
     run, _ = praisonai
-    assert {x.event_name for x in run.logs} == {f"otelmw.hook.{e}" for e in PRAISONAI_HOOKS}
-    for spans in run.traces():
-        root, children = turn_tree(spans, "invoke_agent Plain")
-        (tool,) = [c for c in children if c.name.startswith("execute_tool ")]
-        records = [x for x in run.logs if x.trace_id == root.trace_id]
-        assert sorted(x.attributes["otelmw.hook.name"] for x in records) == sorted(
-            PRAISONAI_HOOKS)  # each hook point once per turn
-        for rec in records:
-            a = rec.attributes
-            hook = a["otelmw.hook.name"]
-            assert rec.span_id == (tool.span_id if "tool" in hook else root.span_id), hook
-            assert a["otelmw.hook.failures"] == 0 and a["otelmw.result.status"] == "ok"
-            assert a["otelmw.turn.id"] == root.attributes["otelmw.turn.id"]
-            if "tool" in hook:
-                assert a["gen_ai.tool.name"] == "get_weather"
+    assert [x.event_name for x in run.logs] == []
+    assert len(run.traces()) == 2
