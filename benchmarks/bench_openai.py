@@ -146,7 +146,10 @@ def install_floor(tp: TracerProvider) -> None:
                                 "Completions.create", wrapper)
 
 
-def install(config: str, tp: TracerProvider) -> None:
+def install(config: str, tp: TracerProvider, lp: Any = None) -> None:
+    """Instrument ``openai`` as ``config`` says, onto the tracer provider ``tp`` (and
+    the logger provider ``lp`` for the events of content capture; ``None``: the API's
+    no-op default)."""
     if config == "bare":
         return
     if config.endswith("-content"):
@@ -159,12 +162,13 @@ def install(config: str, tp: TracerProvider) -> None:
         from otelmw.telemetry.observer import TelemetryObserver
 
         pipe = get_pipeline()
-        pipe.observer = TelemetryObserver(tracer_provider=tp, failures=pipe.failures)
+        pipe.observer = TelemetryObserver(tracer_provider=tp, logger_provider=lp,
+                                          failures=pipe.failures)
         OpenAIInstrumentor().instrument(tracer_provider=tp)
     elif config.startswith("official"):
         from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
 
-        OpenAIInstrumentor().instrument(tracer_provider=tp)
+        OpenAIInstrumentor().instrument(tracer_provider=tp, logger_provider=lp)
     elif config.startswith("openinference"):
         if config.endswith("nocontent"):
             os.environ["OPENINFERENCE_HIDE_INPUTS"] = "true"
@@ -182,13 +186,16 @@ def install(config: str, tp: TracerProvider) -> None:
         raise ValueError(config)
 
 
-def setup(config: str) -> tuple[Any, DroppingExporter, TracerProvider]:
+def setup(config: str, messages: list[dict[str, str]] = MESSAGES, lp: Any = None
+          ) -> tuple[Any, DroppingExporter, TracerProvider]:
+    """``config`` installed (``install``) and one call made; the call, the span
+    exporter and the tracer provider. Every call sends the same ``messages``."""
     tp, exporter = dropping_provider()
-    install(config, tp)
+    install(config, tp, lp)
     client = make_client()
 
     def call() -> Any:
-        return client.chat.completions.create(model=MODEL, messages=MESSAGES,
+        return client.chat.completions.create(model=MODEL, messages=messages,
                                               temperature=0.2, max_tokens=64)
 
     first = call()

@@ -1,18 +1,18 @@
 """Run every otelmw benchmark and print their tables.
 
-    python benchmarks/run.py            # full run (about 85 min on a 2-core machine)
+    python benchmarks/run.py            # full run (about 2 h on a 2-core machine)
     python benchmarks/run.py --quick    # fewer rounds and calls
     python benchmarks/run.py --only chain,digests
     python benchmarks/run.py --markdown results.md   # also write the tables + machine
 
 Benchmark 1 (OpenAI, against the three anchor instrumentations) runs once per
 openai release of the test suite's host matrix (newest 3.x first, then the 2.x
-Hermes pins), and benchmark 1b (the same call counted in instructions by valgrind)
-once, for the newest; each with the python of a separate virtualenv that this runner
-creates on first use (see ``_venv.py``; ``--venv PATH`` to place them,
-``--no-venv`` to run it once with the current interpreter, which must then have the
-anchors installed). The other benchmarks
-run with the current interpreter (otelmw's development environment, with
+Hermes pins), and benchmarks 1b and 6 (the same call counted in instructions by
+valgrind, 6 over conversation length) once, for the newest; each with the python
+of a separate virtualenv that this runner creates on first use (see ``_venv.py``;
+``--venv PATH`` to place them, ``--no-venv`` to run it once with the current
+interpreter, which must then have the anchors installed). The other benchmarks run
+with the current interpreter (otelmw's development environment, with
 ``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5).
 """
 
@@ -36,6 +36,8 @@ import _harness as h  # noqa: E402
 BENCHES = {
     "openai": ("bench_openai.py", "1. OpenAI chat call overhead vs anchors and floor"),
     "instructions": ("bench_instructions.py", "1b. OpenAI chat call in instructions (valgrind)"),
+    "conversation": ("bench_conversation.py",
+                     "6. OpenAI chat call over conversation length, in instructions (valgrind)"),
     "chain": ("bench_chain.py", "2. Middleware chain vs Hermes Agent"),
     "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
     "digests": ("bench_digests.py", "4. Digests by result size"),
@@ -43,7 +45,7 @@ BENCHES = {
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).
-ANCHOR_BENCHES: dict[str, int | None] = {"openai": None, "instructions": 1}
+ANCHOR_BENCHES: dict[str, int | None] = {"openai": None, "instructions": 1, "conversation": 1}
 VERSIONS = ["otelmw", "opentelemetry-api", "opentelemetry-sdk",
             "opentelemetry-exporter-otlp-proto-grpc", "wrapt", "openai", "httpx", "pydantic",
             "hermes-agent", "grpcio", "protobuf"]
