@@ -432,13 +432,18 @@ def test_a_chat_calls_content_is_rendered_once_for_its_span_event_and_turn(
     from otelmw.telemetry.content import ContentPolicy
 
     rendered: list[int] = []
-    real = ContentPolicy.message_value
+    real, real_newest = ContentPolicy.message_value, ContentPolicy.newest_messages_value
 
     def counting(self: ContentPolicy, items: list[dict[str, Any]], **kw: Any) -> Any:
         rendered.append(len(items))
         return real(self, items, **kw)
 
+    def counting_newest(self: ContentPolicy, items: Any) -> Any:  # the input messages
+        rendered.append(-1)
+        return real_newest(self, items)
+
     monkeypatch.setattr(ContentPolicy, "message_value", counting)
+    monkeypatch.setattr(ContentPolicy, "newest_messages_value", counting_newest)
     provider, request, response = CALLS["anthropic_messages"]  # system, tools, messages
     h = TelemetryHarness(mode, hook_events="none")
     try:

@@ -52,6 +52,7 @@ from otelmw.telemetry.content import (
 )
 from otelmw.telemetry.messages import (
     OutputCollector,
+    newest_input_messages,
     output_messages,
     request_content,
     tool_definitions,
@@ -662,7 +663,7 @@ def test_a_shape_that_cannot_be_read_costs_its_content_never_the_span(
     def unreadable(*args: Any) -> Any:
         raise RuntimeError("unreadable")
 
-    monkeypatch.setattr(events, "request_content", unreadable)
+    monkeypatch.setattr(events, "newest_input_messages", unreadable)
     monkeypatch.setattr(OutputCollector, "messages", unreadable)
     h = TelemetryHarness(SPAN_ONLY)
     try:
@@ -675,3 +676,52 @@ def test_a_shape_that_cannot_be_read_costs_its_content_never_the_span(
                                          ("telemetry", "output_messages"): 1}
     finally:
         h.close()
+
+
+def test_messages_sent_again_are_rendered_from_what_they_hold_now() -> None:
+    """An agent sends the same message objects on every call: a message edited in place
+    between two calls (a credential added, then its text replaced) is captured as it is
+    at each call, on the span and on the event, redacted each time."""
+    messages = [{"role": "user", "content": "first question"},
+                {"role": "assistant", "content": "first answer"},
+                {"role": "user", "content": "second question"}]
+    h = TelemetryHarness(SPAN_AND_EVENT)
+    seen = []
+    try:
+        for edit in (None, f"use the key {SECRET} please", "a new question"):
+            if edit is not None:
+                messages[-1]["content"] = edit
+            h.clear()
+            h.pipeline.run_llm({"model": "m", "messages": messages},
+                               lambda r: CHAT_REASONING)
+            (span,) = [s for s in h.spans() if s.name.startswith("chat")]
+            (event,) = h.logs_named("gen_ai.client.inference.operation.details")
+            text = span.attributes["gen_ai.input.messages"]
+            assert json.loads(text) == json.loads(json.dumps(
+                event.attributes["gen_ai.input.messages"]))
+            seen.append(validate("gen_ai.input.messages", text)[-1]["parts"][0]["content"])
+    finally:
+        h.close()
+    assert seen == ["second question", "use the key [REDACTED] please", "a new question"]
+
+
+def test_a_long_conversation_keeps_its_newest_messages_and_reads_no_older_ones() -> None:
+    """The input messages attribute keeps the newest messages that fit; the messages
+    older than those are never read (an agent's conversation only grows, and each call
+    would pay for all of it)."""
+
+    class Untouchable(dict):  # a message that fails the moment it is read
+        def get(self, key: str, default: Any = None) -> Any:
+            raise AssertionError("an old message was read")
+
+    messages: list[dict[str, Any]] = [Untouchable(role="user", content="old")]
+    messages += [{"role": ("user", "assistant")[i % 2], "content": f"message {i} " + "x" * 290}
+                 for i in range(200)]
+    policy = ContentPolicy(SPAN_AND_EVENT, 4096)
+    text = policy.render_messages(request_content({"messages": messages[1:]}).input_messages,
+                                  keep_last=True)
+    fitted = policy.newest_messages_value(newest_input_messages({"messages": messages}))
+    assert fitted is not None and fitted.text == text
+    kept = validate("gen_ai.input.messages", fitted.text)
+    assert 10 < len(kept) < 200 and len(fitted.text) <= 4096
+    assert kept[-1]["parts"][0]["content"].startswith("message 199 ")

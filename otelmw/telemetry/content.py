@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final, NamedTuple
 
 from ..config import settings as cfg
@@ -32,7 +33,21 @@ _RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_def
 # Message attributes: compact, in the schema's key order, strict JSON (no NaN).
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                             default=str)
-_dumps = _COMPACT.encode
+# ``_COMPACT.encode`` without what it does on every call (build a C encoder, with a
+# cycle check): the values encoded here are the message shapes' own acyclic copies, many
+# times per message attribute.
+_COMPACT_C: Final = None if c_make_encoder is None else c_make_encoder(
+    None, str, encode_basestring, None, ":", ",", False, False, False)
+
+
+def _dumps(value: Any) -> str:
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if _COMPACT_C is None:
+        return _COMPACT.encode(value)
+    return "".join(_COMPACT_C(value, 0))
+
+
 MIN_SHARE: Final = 32  # characters of content each message taken is promised
 CUT: Final = "…"  # ends a part content that was cut (inside the content, never after the JSON)
 TRUNCATED: Final = "…[truncated]"  # ends a captured text cut at the content limit
@@ -82,6 +97,55 @@ _KNOWN_KEYS: Final = re.compile(
     r"|\bhf_[A-Za-z0-9]{30,}"  # Hugging Face
     r"|\bnpm_[A-Za-z0-9]{36}"  # npm
     r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")  # JWTs
+# Cheap tests that a text may hold what the expressions above look for (each a
+# necessary condition of one expression's match: a text that fails it is left as it is
+# without running the expression, which tries every position of the text).
+# ``_KEY_VALUE`` needs a secret key name, an optional quote, spaces and ``:``/``=``: the
+# text before each ``:``/``=``, reversed, must start with them reversed.
+_ASSIGN: Final = re.compile(r"[:=]")
+_KEY_BEFORE: Final = re.compile(
+    r"(?i)\s*[\"']?\\?(?:yek[_-]?ipa|yekipa|htua|noitazirohtua|yek[_-]?ssecca|terces"
+    r"|drowssap|dwssap|esarhpssap|dwp|nekot|(?:di|yek)[_-]?noisses|eikooc|s?laitnederc"
+    r"|yek[_-]?etavirp)")
+_KEY_WINDOW: Final = 64  # characters looked at before a ``:``/``=``
+# Every ``_KNOWN_KEYS`` form holds one of these.
+_KNOWN_KEY_HINTS: Final = ("k-", "xox", "xapp-", "glpat-", "AKIA", "ASIA", "AIza", "eyJ")
+_KNOWN_KEY_UNDERSCORED: Final = ("k_", "gh", "github_pat_", "hf_", "npm_")
+
+
+def _may_assign_secret(text: str) -> bool:
+    """Whether ``_KEY_VALUE`` may match: a secret key name before some ``:``/``=``."""
+    for found in _ASSIGN.finditer(text):
+        end = found.start()
+        before = text[max(0, end - _KEY_WINDOW):end][::-1]
+        if _KEY_BEFORE.match(before):
+            return True
+        # Spaces longer than the window could hide a key name: look the slow way.
+        if end > _KEY_WINDOW and len(before) - len(before.lstrip()) > _KEY_WINDOW // 2:
+            return True
+    return False
+
+
+def _may_hold_known_key(text: str) -> bool:
+    """Whether ``_KNOWN_KEYS`` may match."""
+    for hint in _KNOWN_KEY_HINTS:
+        if hint in text:
+            return True
+    if "_" in text:
+        for hint in _KNOWN_KEY_UNDERSCORED:
+            if hint in text:
+                return True
+    return False
+
+
+def _may_name_auth_scheme(text: str) -> bool:
+    """Whether ``_AUTH_SCHEME`` may match. (Case-insensitive matching maps no other
+    character to the letters of "bearer", so ``lower()`` finds what the expression
+    would.)"""
+    return ("Basic" in text or "Token" in text or "Digest" in text
+            or "bearer" in text.lower())
+
+
 _PRIVATE_KEY: Final = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)
 _URL_PASSWORD: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)")
@@ -107,9 +171,13 @@ def default_redactor(text: str) -> str:
         text = _PRIVATE_KEY.sub(REDACTED, text)
     if "://" in text:
         text = _URL_PASSWORD.sub(r"\1" + REDACTED + r"\2", text)
-    text = _KEY_VALUE.sub(_mask_key_value, text)
-    text = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + REDACTED, text)
-    return _KNOWN_KEYS.sub(REDACTED, text)
+    if _may_assign_secret(text):
+        text = _KEY_VALUE.sub(_mask_key_value, text)
+    if _may_name_auth_scheme(text):
+        text = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + REDACTED, text)
+    if _may_hold_known_key(text):
+        text = _KNOWN_KEYS.sub(REDACTED, text)
+    return text
 
 
 Redactor = Callable[[str], str]
@@ -119,15 +187,46 @@ Redactor = Callable[[str], str]
 _redactor: Redactor = default_redactor
 
 
+# What the default redactor made of the texts it saw lately, by text: an agent sends its
+# earlier messages again on every model call, and their redaction (regular expressions
+# over every character) was most of what content capture cost per message. The default
+# redactor is a function of its text alone, so a text seen before gets the same answer;
+# a redactor of the program's own is called every time (it may not be). Bounded by the
+# characters held (keys and values; the keys are mostly the host's own strings).
+_REDACTED: dict[str, str] = {}
+_REDACTED_CHARS = 0
+REDACTED_CACHE_CHARS: Final = 1 << 21
+
+
+def _default_redacted(text: str) -> str:
+    global _REDACTED_CHARS
+    if type(text) is not str:  # a subclass may hash and compare as it likes
+        return default_redactor(text)
+    out = _REDACTED.get(text)
+    if out is None:
+        out = default_redactor(text)
+        size = len(text) + len(out)
+        if _REDACTED_CHARS + size > REDACTED_CACHE_CHARS:
+            _REDACTED.clear()
+            _REDACTED_CHARS = 0
+        if size <= REDACTED_CACHE_CHARS // 16:
+            _REDACTED[text] = out
+            _REDACTED_CHARS += size
+    return out
+
+
 def redact(text: str) -> str:
     """The installed redactor over ``text`` (the default when it raises or returns
     something else than a ``str``): captured content, error descriptions, free-text
     middleware ``reason``s all pass through here."""
+    redactor = _redactor
+    if redactor is default_redactor:
+        return _default_redacted(text)
     try:
-        out = _redactor(text)
+        out = redactor(text)
     except Exception:
-        return default_redactor(text)
-    return out if isinstance(out, str) else default_redactor(text)
+        return _default_redacted(text)
+    return out if isinstance(out, str) else _default_redacted(text)
 
 
 def set_redactor(redactor: Redactor | None) -> None:
@@ -208,12 +307,23 @@ class ContentPolicy:
         """``render_messages``'s attribute both structured (what an event carries) and
         as its JSON text (what a span carries). Never raises."""
         try:
-            fitted = self.fit_messages(items, keep_last=keep_last)
-            if fitted is None:
-                return None
-            text = _dumps(fitted)
+            return self._value(reversed(items) if keep_last else items, keep_last)
         except Exception:
             return None
+
+    def newest_messages_value(self, newest_first: Iterable[dict[str, Any]]
+                              ) -> MessageValue | None:
+        """``message_value(items, keep_last=True)`` of the items ``newest_first`` yields,
+        newest first: taken (and, from a generator, shaped) only while they fit.
+        Raises what the items' source raises."""
+        return self._value(newest_first, True)
+
+    def _value(self, taking: Iterable[dict[str, Any]], newest_first: bool
+               ) -> MessageValue | None:
+        fitted = self._fit(taking, newest_first)
+        if fitted is None:
+            return None
+        text = _dumps(fitted)
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
             clean = text.encode("utf-8", "replace").decode("utf-8")
             if clean != text:  # the structure too: the cleaned text, parsed
@@ -224,11 +334,17 @@ class ContentPolicy:
                      keep_last: bool = False) -> list[dict[str, Any]] | None:
         """``render_messages`` before serialization (the structured form an event
         carries); modifies the part dicts of ``items`` in place."""
+        return self._fit(reversed(items) if keep_last else items, keep_last)
+
+    def _fit(self, taking: Iterable[dict[str, Any]], newest_first: bool
+             ) -> list[dict[str, Any]] | None:
+        """``fit_messages`` of the items in the order they are taken (``newest_first``:
+        the last ones kept, handed back in their own order)."""
         limit, cap = self.max_length, self.max_length * 4
         kept: list[tuple[dict[str, Any], list[_Slot]]] = []
         size = 2  # the list's brackets
         reserved = 0  # room kept for the contents of the items taken
-        for item in reversed(items) if keep_last else items:
+        for item in taking:
             slots = list(_slots(item))
             for slot in slots:
                 slot.empty()
@@ -245,7 +361,7 @@ class ContentPolicy:
             kept.append((item, slots))
         if not kept:
             return None
-        if keep_last:
+        if newest_first:
             kept.reverse()
         slots = [slot for _, item_slots in kept for slot in item_slots]
         for slot in slots:

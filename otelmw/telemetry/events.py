@@ -22,6 +22,7 @@ shapes).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from opentelemetry import _logs
@@ -30,7 +31,13 @@ from opentelemetry.trace import set_span_in_context
 from ..core.contract import CallInfo
 from . import attributes as a
 from .content import ContentPolicy, MessageValue
-from .messages import OutputCollector, output_messages, request_content
+from .messages import (
+    OutputCollector,
+    newest_input_messages,
+    output_messages,
+    system_instructions,
+    tool_definitions,
+)
 from .spans.operation import OpState, Signals
 from .spans.turn import current_turn_content
 from .values import error_description, error_type
@@ -64,15 +71,17 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any,
     did), taken as it is instead of rendered again."""
     fit = content.message_value
     if rendered is None:
-        asked = request_content(request)
+        # The input messages shaped newest first, only as many as the attribute keeps.
+        inputs = content.newest_messages_value(newest_input_messages(request))
+        system: list[dict[str, Any]] = []
+        tools: list[dict[str, Any]] = []
+        if with_request_extras and isinstance(request, Mapping):
+            system = system_instructions(request)
+            tools = tool_definitions(request.get("tools"))
         rendered = ChatMessages(
-            input_messages=fit(asked.input_messages, keep_last=True)
-            if asked.input_messages else None,
-            output_messages=None,
-            system_instructions=fit(asked.system_instructions)
-            if with_request_extras and asked.system_instructions else None,
-            tool_definitions=fit(asked.tool_definitions)
-            if with_request_extras and asked.tool_definitions else None)
+            input_messages=inputs, output_messages=None,
+            system_instructions=fit(system) if system else None,
+            tool_definitions=fit(tools) if tools else None)
     output = rendered.output_messages
     if output is None and (collected is not None or response is not None):
         outputs = collected.messages() if collected is not None else output_messages(response)
@@ -137,7 +146,9 @@ class InferenceEvents:
         attrs: dict[str, Any] = dict(op.attrs)  # present whether or not the span records
         recorded = getattr(op.span, "attributes", None)  # an SDK span: all it recorded
         if recorded:
-            attrs.update((k, v) for k, v in recorded.items() if k not in _SPAN_CONTENT_KEYS)
+            attrs.update(recorded)
+            for key in _SPAN_CONTENT_KEYS:  # (set again below, from the structured form)
+                attrs.pop(key, None)
         # On events the conventions want these structured, not as JSON text.
         for key, fitted in ((a.GEN_AI_SYSTEM_INSTRUCTIONS, messages.system_instructions),
                             (a.GEN_AI_INPUT_MESSAGES, messages.input_messages),

@@ -26,7 +26,7 @@ import json
 import math
 import mimetypes
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from .responses import ANTHROPIC_FINISH_REASONS, get
@@ -271,11 +271,44 @@ def _openai_tool_calls(tool_calls: Any) -> list[Part]:
     return parts
 
 
+# (pydantic model class, field name) → whether the class neither declares the field nor
+# has an attribute of that name: its instances then hold it, if at all, among their
+# undeclared fields (``__pydantic_extra__``). Bounded by the classes a process answers with.
+_UNDECLARED: dict[tuple[type, str], bool] = {}
+
+
+def _undeclared_field(obj: Any, key: str) -> Any:
+    """``get(obj, key)`` for a field a message seldom has. The SDKs' objects are pydantic
+    models, and ``getattr`` of a field one lacks raises inside pydantic's ``__getattr__``
+    (several times a hit's cost, on every response); a model keeps the fields it does not
+    declare in ``__pydantic_extra__``, so they are looked up there."""
+    if isinstance(obj, dict) or obj is None:
+        return get(obj, key)
+    cls = type(obj)
+    undeclared = _UNDECLARED.get((cls, key))
+    if undeclared is None:
+        fields = getattr(cls, "__pydantic_fields__", None)
+        undeclared = isinstance(fields, dict) and key not in fields and not any(
+            key in vars(k) for k in cls.__mro__)
+        if len(_UNDECLARED) < 256:
+            _UNDECLARED[(cls, key)] = undeclared
+    if not undeclared:
+        return get(obj, key)
+    try:
+        found = vars(obj)
+        if key in found:
+            return found[key]
+        extra = obj.__pydantic_extra__
+    except Exception:
+        return get(obj, key)
+    return extra.get(key) if isinstance(extra, dict) else None
+
+
 def _reasoning_text(message: Any) -> Part | None:
     """``reasoning_content`` (DeepSeek, vLLM, OpenRouter and other OpenAI-compatible
     servers) or ``reasoning`` as text (Hermes keeps it on assistant messages)."""
     for key in ("reasoning_content", "reasoning"):
-        text = get(message, key)
+        text = _undeclared_field(message, key)
         if isinstance(text, str) and text:
             return {"type": "reasoning", "content": text}
     return None
@@ -405,18 +438,38 @@ def request_content(request: Any) -> RequestContent:
     (and Anthropic's ``system``), or the Responses API's ``input`` and ``instructions``."""
     if not isinstance(request, Mapping):
         return RequestContent([], [], [])
+    inputs = list(newest_input_messages(request))
+    inputs.reverse()
+    return RequestContent(inputs, system_instructions(request),
+                          tool_definitions(request.get("tools")))
+
+
+def newest_input_messages(request: Any) -> Iterator[Message]:
+    """A chat request's input messages (``request_content``'s), newest first, each
+    shaped when it is reached: the input messages attribute keeps the newest ones that
+    fit the content limit, and an agent's conversation only grows, so the older ones
+    are never looked at."""
+    if not isinstance(request, Mapping):
+        return iter(())
     messages = request.get("messages")
     if messages is not None:
-        inputs: list[Message] = []
-        for m in _seq(messages):
-            parts = _chat_message_parts(m)
-            if parts:
-                inputs.append(_message(get(m, "role"), parts, get(m, "name")))
-        system = system_parts(request.get("system"))
-    else:
-        inputs = _responses_input(request.get("input"))
-        system = system_parts(request.get("instructions"))
-    return RequestContent(inputs, system, tool_definitions(request.get("tools")))
+        return _chat_inputs_newest_first(_seq(messages))
+    return reversed(_responses_input(request.get("input")))
+
+
+def _chat_inputs_newest_first(messages: Sequence[Any]) -> Iterator[Message]:
+    for m in reversed(messages):
+        parts = _chat_message_parts(m)
+        if parts:
+            yield _message(get(m, "role"), parts, get(m, "name"))
+
+
+def system_instructions(request: Mapping[str, Any]) -> list[Part]:
+    """Anthropic's ``system`` or the Responses API's ``instructions`` (chat requests
+    keep theirs among the messages)."""
+    if request.get("messages") is not None:
+        return system_parts(request.get("system"))
+    return system_parts(request.get("instructions"))
 
 
 # ---------------------------------------------------------------- finish reasons
