@@ -54,7 +54,7 @@ CONTENDERS = (("bare", False), ("floor", False), ("otelmw", False), ("official",
               ("otelmw", True), ("official", True))
 # Calls counted per process, and warm-up calls, by conversation length.
 CALLS = {"full": {1: 150, 100: 10, 800: 2}, "quick": {1: 50, 100: 4, 800: 1}}
-WARMUP = {1: 30, 100: 5, 800: 2}
+WARMUP = {1: 30, 100: 5, 800: 1}
 _PROSE = ("the agent read the file and found three functions that parse the request "
           "before the tool runs so the answer names each of them with its line number "
           "and a short note on what it returns when the input is empty or malformed")
