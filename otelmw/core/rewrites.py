@@ -1,4 +1,5 @@
-"""The request-rewrite stage (``llm_request``/``tool_request``), sync and async twins.
+"""The request-rewrite stage (``llm_request``/``tool_request``), one definition for sync
+and async calls (``steps.py``).
 
 Rules (from the plugin-middleware contract, tightened):
 
@@ -27,6 +28,7 @@ from .failures import (
 from .payloads import changed_keys, freeze
 from .registry import Layer
 from .seam import PipelineObserver
+from .steps import Steps, adrive, drive
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
 _NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
@@ -57,8 +59,8 @@ def _trace_text(ret: dict[str, Any], key: str) -> str | None:
 
 class RewriteStep:
     """Bookkeeping of a request stage: what each callback's return or failure does
-    to the payload, the trace and the observer (shared by the sync and async
-    stages; the sync one's usual all-``None`` stage never builds one)."""
+    to the payload, the trace and the observer (a stage whose callbacks all return
+    ``None`` never builds one)."""
 
     __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
 
@@ -105,11 +107,12 @@ def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
         obs.rewrite_finished(call, token, o.ERROR, _NO_KEYS, None, None, exc)
 
 
-def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                 original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
-                 failures: FailureLog) -> Any:
+def rewrite_steps(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                  original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
+                  failures: FailureLog, awaits: bool) -> Steps[Any]:
     """Apply request middleware; returns the effective (frozen) payload. ``kw``: the
-    call's middleware kwargs, given the payload keys here (callees get copies)."""
+    call's middleware kwargs, given the payload keys here (callees get copies). In an
+    asynchronous call (``awaits``) a callback may be ``async def``."""
     key = PAYLOAD_KEY[kind]
     kw[ORIGINAL_KEY[key]] = original
     kw[key] = payload
@@ -120,12 +123,15 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
         try:
             ret = layer.callback(**kw)
             if ret is not None and inspect.isawaitable(ret):
-                discard_awaitable(ret)
-                raise AsyncMiddlewareInSyncCallError(
-                    "async request middleware cannot run in a synchronous call")
+                if awaits:
+                    ret = yield ret
+                else:
+                    discard_awaitable(ret)
+                    raise AsyncMiddlewareInSyncCallError(
+                        "async request middleware cannot run in a synchronous call")
         except Exception as exc:
             ret, err = None, exc
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: propagate, end the span
+        except BaseException as exc:  # interrupt, exit, cancellation: propagate, end the span
             _interrupted(obs, call, token, exc)
             raise
         if ret is None and err is None:  # unchanged: only the observer needs to hear it
@@ -138,26 +144,17 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
     return payload if step is None else step.current
 
 
+def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                 original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
+                 failures: FailureLog) -> Any:
+    """``rewrite_steps`` in a synchronous call."""
+    return drive(rewrite_steps, kind, layers, call, payload, original, kw, obs, failures,
+                 False)
+
+
 async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
                         original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
                         failures: FailureLog) -> Any:
-    """Async twin of ``run_rewrites``: a callback may be ``async def``. Every layer
-    goes through ``RewriteStep`` (the sync stage inlines the unchanged case)."""
-    key = PAYLOAD_KEY[kind]
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
-    step = RewriteStep(kind, key, call, payload, kw, obs, failures)
-    for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
-        err: BaseException | None = None
-        try:
-            ret = layer.callback(**kw)
-            if inspect.isawaitable(ret):
-                ret = await ret
-        except Exception as exc:
-            ret, err = None, exc
-        except BaseException as exc:  # CancelledError too
-            _interrupted(obs, call, token, exc)
-            raise
-        step.finish(layer, token, ret, err)
-    return step.current
+    """``rewrite_steps`` in an asynchronous call."""
+    return await adrive(rewrite_steps, kind, layers, call, payload, original, kw, obs,
+                        failures, True)
