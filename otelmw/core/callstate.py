@@ -4,7 +4,6 @@ its model call, the base calls at the end of the execution chains."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ from .contract import current_llm_call as current_llm_call
 from .contract import reset_current_llm_call as reset_current_llm_call
 from .contract import set_current_llm_call as set_current_llm_call
 from .payloads import FrozenDict, thaw
-from .steps import Steps, adrive, drive
+from .steps import Steps
 
 if TYPE_CHECKING:
     from .seam import PipelineObserver
@@ -55,19 +54,6 @@ def llm_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
         return r
     finally:
         reset_current_llm_call(token)
-
-
-def llm_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                     call: c.CallInfo, obs: PipelineObserver | None) -> Callable[[Any], Any]:
-    """``llm_base_steps`` as the terminal of a synchronous execution chain."""
-    return partial(drive, llm_base_steps, execute, request, original, call, obs, False)
-
-
-def allm_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                      call: c.CallInfo, obs: PipelineObserver | None) -> Callable[[Any], Any]:
-    """``llm_base_steps`` as the terminal of an asynchronous execution chain: returns
-    the awaitable."""
-    return partial(adrive, llm_base_steps, execute, request, original, call, obs, True)
 
 
 def finished_steps(obs: PipelineObserver | None, call: c.CallInfo,
@@ -121,15 +107,3 @@ def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
         return r
     finally:
         elapsed[0] += perf_counter() - t0
-
-
-def timed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                       elapsed: list[float]) -> Callable[[Any], Any]:
-    """``tool_base_steps`` as the terminal of a synchronous execution chain."""
-    return partial(drive, tool_base_steps, execute, request, original, elapsed, False)
-
-
-def atimed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                        elapsed: list[float]) -> Callable[[Any], Any]:
-    """``tool_base_steps`` as the terminal of an asynchronous execution chain."""
-    return partial(adrive, tool_base_steps, execute, request, original, elapsed, True)

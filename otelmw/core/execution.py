@@ -258,18 +258,19 @@ def _level(chain: _Chain, i: int, q: Any, frame: _Frame,
 
 
 def execution_steps(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                    base_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                    chain_kw: dict[str, Any], terminal: Callable[[Any], Any],
                     obs: PipelineObserver | None, failures: FailureLog,
                     awaits: bool) -> Steps[Any]:
-    """Run ``terminal(payload)`` inside the nested execution chain. ``base_kw``: the
-    middleware kwargs, one shared dict per call (``callback(**kw)`` hands each callee
-    its own copy at call time, so inner layers rebinding keys is harmless). In an
+    """Run ``terminal(payload)`` inside the nested execution chain. ``chain_kw``: the
+    chain's own kwargs, built for it by the caller; the chain sets ``key`` and
+    ``next_call`` in it per layer (``callback(**kw)`` hands each callee its own copy
+    at call time, so inner layers rebinding keys is harmless). In an
     asynchronous call (``awaits``) callbacks may be ``async def`` and ``next_call``
     returns an awaitable (a sync callback may simply return it); ``terminal`` may
     return an awaitable."""
     n = len(layers)
     limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
-    chain = _Chain(layers, limit, call, key, base_kw, terminal, obs, failures, awaits)
+    chain = _Chain(layers, limit, call, key, chain_kw, terminal, obs, failures, awaits)
     entry = _Frame()
     entry.state = _NOT_CALLED
     try:
@@ -295,20 +296,4 @@ def execution_steps(layers: tuple[Layer, ...], call: CallInfo, key: str, payload
         # The last ``next_call`` set here is the only way back from ``kw`` to
         # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
         # middleware kept still works (it holds what it needs).
-        base_kw.pop("next_call", None)
-
-
-def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                  base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                  obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """``execution_steps`` in a synchronous call."""
-    return drive(execution_steps, layers, call, key, payload, base_kw, terminal, obs,
-                 failures, False)
-
-
-async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                         base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                         obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """``execution_steps`` in an asynchronous call."""
-    return await adrive(execution_steps, layers, call, key, payload, base_kw, terminal,
-                        obs, failures, True)
+        chain_kw.pop("next_call", None)

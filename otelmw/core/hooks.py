@@ -21,7 +21,7 @@ from .contract import CallInfo
 from .failures import HOOK, FailureLog, describe, signature_mismatch_hint
 from .registry import Layer
 from .seam import PipelineObserver
-from .steps import Steps, adrive, drive
+from .steps import Steps, drive
 
 
 def _record(failures: FailureLog, layer: Layer, message: str, exc: BaseException | None,
@@ -125,13 +125,6 @@ def hook_steps(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
     return firing.done(obs, call, hook_name, layers)
 
 
-def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
-               payload: dict[str, Any], obs: PipelineObserver | None,
-               failures: FailureLog, pick: Pick | None = None) -> list[Any]:
-    """``hook_steps`` in a synchronous call."""
-    return drive(hook_steps, layers, call, hook_name, payload, obs, failures, pick, False)
-
-
 class HookCallbacksRun(NamedTuple):
     """What one hook point's callbacks gave (``run_hook_callbacks``)."""
 
@@ -141,21 +134,13 @@ class HookCallbacksRun(NamedTuple):
 
 def run_hook_callbacks(layers: tuple[Layer, ...], payload: dict[str, Any],
                        failures: FailureLog, pick: Pick | None = None) -> HookCallbacksRun:
-    """``fire_hooks`` without reporting the firing to an observer: for a host adapter
+    """``hook_steps`` without reporting the firing to an observer: for a host adapter
     that reports the host's own firing itself (with the host's payload, in the context
     of the call it belongs to)."""
     firing = _Firing(failures, payload, pick)
     for layer in layers:
         drive(firing.steps, layer, False)
     return HookCallbacksRun(firing.results, firing.failed)
-
-
-async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
-                      payload: dict[str, Any], obs: PipelineObserver | None,
-                      failures: FailureLog, pick: Pick | None = None) -> list[Any]:
-    """``hook_steps`` in an asynchronous call."""
-    return await adrive(hook_steps, layers, call, hook_name, payload, obs, failures, pick,
-                        True)
 
 
 Pick = Callable[[Any], Any]

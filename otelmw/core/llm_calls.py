@@ -31,12 +31,10 @@ from .seam import PipelineObserver
 from .steps import Steps, adrive, drive, host_call_steps, own_driver
 
 
-def _execution_kwargs(mkw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:
-    """The middleware kwargs with what ``llm_execution`` callbacks get on top of the
-    request stage's: the original and the trace of the rewrites that ran."""
-    mkw["original_request"] = original
-    mkw["middleware_trace"] = call.trace_view()
-    return mkw
+def _execution_kwargs(kw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:
+    """The ``llm_execution`` chain's own kwargs: the call's, the original and the trace
+    of the rewrites that ran."""
+    return {**kw, "original_request": original, "middleware_trace": call.trace_view()}
 
 
 class LLMCalls:
@@ -154,12 +152,12 @@ class LLMCalls:
         call, ``post_api_request`` | ``api_request_error``."""
         obs, failures = self.observer, self.failures
         mw, hk = self.registry.tables()
-        original, kw, mkw, hooked = self._llm_prepare(call, request, hk)
+        original, kw, hooked = self._llm_prepare(call, request, hk)
         effective = original
         if mw[c.LLM_REQUEST]:
             effective = yield from own_driver(awaits, rewrite_steps, c.LLM_REQUEST,
                                               mw[c.LLM_REQUEST], call, original, original,
-                                              mkw, obs, failures, awaits)
+                                              kw, obs, failures, awaits)
             if effective is not original and obs is not None:
                 obs.request_rewritten(call, effective)
         payload = self._api_payload(call, kw, effective, time.time()) if hooked else None
@@ -172,7 +170,7 @@ class LLMCalls:
                 terminal = partial(adrive if awaits else drive, llm_base_steps, execute,
                                    request, original, call, obs, awaits)
                 result = yield from execution_steps(
-                    layers, call, "request", effective, _execution_kwargs(mkw, original, call),
+                    layers, call, "request", effective, _execution_kwargs(kw, original, call),
                     terminal, obs, failures, awaits)
             else:
                 result = yield from llm_base_steps(execute, request, original, call, obs,
@@ -190,17 +188,14 @@ class LLMCalls:
         return result
 
     def _llm_prepare(self, call: c.CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
-                     ) -> tuple[Any, dict[str, Any], dict[str, Any], bool]:
-        """(the original as middleware sees it, base kwargs, middleware kwargs, whether
-        hook payloads are built)."""
+                     ) -> tuple[Any, dict[str, Any], bool]:
+        """(the original as middleware sees it, the call's kwargs — each stage and hook
+        payload builds its own dict from them —, whether hook payloads are built)."""
         hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
                       or hk[c.API_REQUEST_ERROR]) or all_hook_events(self.observer)
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if self.registry.llm_active else request
-        kw = call.as_kwargs()
-        # Middleware kwargs, shared by both stages (callees get copies; guarded by
-        # tests/test_core_pipeline.py); ``kw`` itself when no hook payload is built.
-        return original, kw, dict(kw) if hooked else kw, hooked
+        return original, call.as_kwargs(), hooked
 
     @staticmethod
     def _error_payload(payload: dict[str, Any], exc: BaseException) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from .failures import (
 from .payloads import changed_keys, freeze
 from .registry import Layer
 from .seam import PipelineObserver
-from .steps import Steps, adrive, drive
+from .steps import Steps
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
 _NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
@@ -108,14 +108,14 @@ def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
 
 
 def rewrite_steps(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                  original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
+                  original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
                   failures: FailureLog, awaits: bool) -> Steps[Any]:
-    """Apply request middleware; returns the effective (frozen) payload. ``kw``: the
-    call's middleware kwargs, given the payload keys here (callees get copies). In an
-    asynchronous call (``awaits``) a callback may be ``async def``."""
+    """Apply request middleware; returns the effective (frozen) payload. ``call_kw``: the
+    call's own kwargs (not changed here); the stage's kwargs are a dict of its own, with
+    the payload keys (each callee gets a copy). In an asynchronous call (``awaits``) a
+    callback may be ``async def``."""
     key = PAYLOAD_KEY[kind]
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
+    kw = {**call_kw, ORIGINAL_KEY[key]: original, key: payload}
     step: RewriteStep | None = None
     for pos, layer in enumerate(layers):
         token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
@@ -142,19 +142,3 @@ def rewrite_steps(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload:
             step = RewriteStep(kind, key, call, payload, kw, obs, failures)
         step.finish(layer, token, ret, err)
     return payload if step is None else step.current
-
-
-def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                 original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
-                 failures: FailureLog) -> Any:
-    """``rewrite_steps`` in a synchronous call."""
-    return drive(rewrite_steps, kind, layers, call, payload, original, kw, obs, failures,
-                 False)
-
-
-async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                        original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
-                        failures: FailureLog) -> Any:
-    """``rewrite_steps`` in an asynchronous call."""
-    return await adrive(rewrite_steps, kind, layers, call, payload, original, kw, obs,
-                        failures, True)

@@ -236,14 +236,11 @@ class ToolCalls:
                 raise
             return refused.model_result
         pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
-        # Middleware kwargs, shared by both stages (callees get copies; guarded by
-        # tests/test_core_pipeline.py); ``kw`` itself when no hook payload is built.
-        mkw = dict(kw) if pre_hooked or post_hooked else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
             effective = yield from own_driver(awaits, rewrite_steps, c.TOOL_REQUEST,
                                               mw[c.TOOL_REQUEST], call, original, original,
-                                              mkw, obs, failures, awaits)
+                                              kw, obs, failures, awaits)
         blocked = None
         if pre_hooked:
             blocked = first((yield from hook_steps(
@@ -256,11 +253,11 @@ class ToolCalls:
             layers = mw[c.TOOL_EXECUTION]
             try:
                 if layers:
-                    mkw["original_args"] = original
                     terminal = partial(adrive if awaits else drive, tool_base_steps, execute,
                                        parsed, original, elapsed, awaits)
-                    raw = yield from execution_steps(layers, call, "args", effective, mkw,
-                                                     terminal, obs, failures, awaits)
+                    raw = yield from execution_steps(
+                        layers, call, "args", effective, {**kw, "original_args": original},
+                        terminal, obs, failures, awaits)
                 else:
                     raw = yield from tool_base_steps(execute, parsed, original, elapsed,
                                                      awaits, effective)
