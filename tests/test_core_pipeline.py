@@ -392,12 +392,12 @@ def test_named_call_constructors_set_every_field_as_the_keyword_built_record() -
     assert chat.middleware_trace is not tool.middleware_trace  # one trace per call
 
 
-# ------------------------------------------- the kwargs dict the stages share
-# One middleware kwargs dict per call serves the request and the execution stage
-# (benchmark 2's untraced target depends on it: docs/performance.md). What makes
-# that safe: every callback gets its own copy (``**kw``), so a callback that
-# mutates its kwargs changes nothing another sees; each stage and hook point sees
-# exactly its own keys; the host's request is never touched.
+# ------------------------------------------------ each stage's own kwargs dict
+# The request stage and the execution chain each build a kwargs dict of their own
+# from the call's (nothing one stage sets reaches another through a shared dict);
+# every callback gets its own copy (``**kw``), so a callback that mutates its kwargs
+# changes nothing another sees; each stage and hook point sees exactly its own keys;
+# the host's request is never touched.
 
 LLM_BASE = {*COMMON, "api_request_id", "provider", "model", "api_mode"}
 TOOL_BASE = {*COMMON, "api_request_id", "tool_name", "tool_call_id"}

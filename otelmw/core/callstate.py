@@ -1,85 +1,72 @@
-"""Per-context call state shared by the LLM and tool pipelines."""
+"""Call state shared by the LLM and tool pipelines: the link from a turn's tool calls to
+its model call, the base calls at the end of the execution chains."""
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from . import contract as c
+
+# The call context's accessors, where the host adapters have always found them.
+from .contract import current_llm_call as current_llm_call
+from .contract import reset_current_llm_call as reset_current_llm_call
+from .contract import set_current_llm_call as set_current_llm_call
 from .payloads import FrozenDict, thaw
+from .steps import Steps
 
 if TYPE_CHECKING:
     from .seam import PipelineObserver
 
-# The id of the latest LLM request in this task/thread, given to the tool calls
-# it produced (``api_request_id`` in tool middleware and hook payloads).
-_last_api_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "otelmw_last_api_request_id", default=None
-)
+
+def link_model_call(context: c.RuntimeContext, api_request_id: str | None) -> None:
+    """``api_request_id`` is now the latest model call of ``context``'s turn: the tool
+    calls the turn makes next belong to it (``ModelCallLink``)."""
+    link = context.model_call
+    if link is not None:
+        link.api_request_id = api_request_id
 
 
-# The LLM call in flight in this context: a nested layer (the SDK under a host
-# adapter) enriches it instead of opening a second ``chat`` span.
-_current_llm_call: contextvars.ContextVar[c.CallInfo | None] = contextvars.ContextVar(
-    "otelmw_current_llm_call", default=None
-)
+def linked_api_request_id(context: c.RuntimeContext) -> str | None:
+    """The api_request_id of the latest model call of ``context``'s turn, if any."""
+    link = context.model_call
+    return link.api_request_id if link is not None else None
 
 
-# The pipeline LLM call running in this context, if any: the variable's own ``get``
-# (every SDK wrapper asks it first, so no frame of ours around it).
-current_llm_call: Callable[[], c.CallInfo | None] = _current_llm_call.get
-
-
-def llm_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                     call: c.CallInfo, obs: PipelineObserver | None) -> Callable[[Any], Any]:
-    """The base call at the end of an LLM call's execution chain. The host gets its
-    own object back when nothing was rewritten (or a wrapper restored the original),
-    plain mutable structures otherwise. Only in here is ``call`` the current LLM call
-    (a model call a wrapper or hook makes is a call of its own, not this one), and the
-    observer hears of the request actually sent when it is not the original."""
-
-    def terminal(p: Any) -> Any:
-        if p is not original and obs is not None:
-            obs.request_rewritten(call, p)
-        token = _current_llm_call.set(call)
-        try:
-            return execute(request if p is original else _base_payload(p, request))
-        finally:
-            reset_current_llm_call(token)
-
-    return terminal
-
-
-def allm_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                      call: c.CallInfo, obs: PipelineObserver | None) -> Callable[[Any], Any]:
-    """Async twin of ``llm_terminal_for``: the await of the base call is inside."""
-
-    async def terminal(p: Any) -> Any:
-        if p is not original and obs is not None:
-            obs.request_rewritten(call, p)
-        token = _current_llm_call.set(call)
-        try:
-            r = execute(request if p is original else _base_payload(p, request))
-            return (await r) if isawaitable(r) else r
-        finally:
-            reset_current_llm_call(token)
-
-    return terminal
-
-
-def set_current_llm_call(call: c.CallInfo | None) -> contextvars.Token[c.CallInfo | None]:
-    """Make ``call`` (or no call) the current LLM call; undo with ``reset_current_llm_call``.
-    Host adapters use it to keep their own middleware outside the request."""
-    return _current_llm_call.set(call)
-
-
-def reset_current_llm_call(token: contextvars.Token[c.CallInfo | None]) -> None:
+def llm_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
+                   call: c.CallInfo, obs: PipelineObserver | None, awaits: bool,
+                   p: Any) -> Steps[Any]:
+    """The base call at the end of an LLM call's execution chain, on payload ``p``. The
+    host gets its own object back when nothing was rewritten (or a wrapper restored
+    the original), plain mutable structures otherwise. Only in here is ``call`` the
+    current LLM call (a model call a wrapper or hook makes is a call of its own, not
+    this one), and the observer hears of the request actually sent when it is not the
+    original. In an asynchronous call (``awaits``) ``execute`` may return an
+    awaitable, awaited in here."""
+    if p is not original and obs is not None:
+        obs.request_rewritten(call, p)
+    token = set_current_llm_call(call)
     try:
-        _current_llm_call.reset(token)
-    except ValueError:  # token from another context: leave the var as it is there
-        pass
+        r = execute(request if p is original else _base_payload(p, request))
+        if awaits and isawaitable(r):
+            r = yield r
+        return r
+    finally:
+        reset_current_llm_call(token)
+
+
+def finished_steps(obs: PipelineObserver | None, call: c.CallInfo,
+                   steps: Steps[Any]) -> Steps[Any]:
+    """Run a call's ``steps``; the observer hears how the call left the pipeline and
+    hands back the result (it may wrap a stream)."""
+    try:
+        result = yield from steps
+    except BaseException as exc:
+        if obs is not None:
+            obs.call_finished(call, None, exc)
+        raise
+    return obs.call_finished(call, result, None) if obs is not None else result
 
 
 def isawaitable(value: Any) -> bool:
@@ -106,34 +93,17 @@ def _base_payload(p: Any, request: Any) -> Any:
     return p
 
 
-def timed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                       elapsed: list[float]) -> Callable[[Any], Any]:
-    """A tool call's base call (as ``llm_terminal_for``) that adds its own duration
-    to ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it)."""
-
-    def terminal(p: Any) -> Any:
-        p = request if p is original else _base_payload(p, request)
-        t0 = perf_counter()
-        try:
-            return execute(p)
-        finally:
-            elapsed[0] += perf_counter() - t0
-
-    return terminal
-
-
-def atimed_terminal_for(execute: Callable[[Any], Any], request: Any, original: Any,
-                        elapsed: list[float]) -> Callable[[Any], Any]:
-    """Async twin of ``timed_terminal_for``: ``execute`` may return an awaitable,
-    whose await is part of the base call's duration."""
-
-    async def terminal(p: Any) -> Any:
-        p = request if p is original else _base_payload(p, request)
-        t0 = perf_counter()
-        try:
-            r = execute(p)
-            return (await r) if isawaitable(r) else r
-        finally:
-            elapsed[0] += perf_counter() - t0
-
-    return terminal
+def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
+                    elapsed: list[float], awaits: bool, p: Any) -> Steps[Any]:
+    """A tool call's base call (as ``llm_base_steps``) that adds its own duration to
+    ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it); in
+    an asynchronous call the await of what ``execute`` returns is part of it."""
+    p = request if p is original else _base_payload(p, request)
+    t0 = perf_counter()
+    try:
+        r = execute(p)
+        if awaits and isawaitable(r):
+            r = yield r
+        return r
+    finally:
+        elapsed[0] += perf_counter() - t0

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from random import getrandbits
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .payloads import EMPTY_LIST_VIEW, freeze
 
@@ -61,6 +61,19 @@ HOOK_NAMES: Final = frozenset(
 NATIVE_RUNTIME_IDS: Final = frozenset({"praisonai"})
 
 
+class ModelCallLink:
+    """The latest model call of one turn (a ``Pipeline.turn`` or a ``runtime_context``
+    block with a turn id of its own): a tool call the turn makes is linked to it
+    (``api_request_id``) unless the host names the model call itself. Shared by every
+    context that holds the turn (threads and tasks it started); a context outside
+    any turn has none, so calls there are never linked to each other."""
+
+    __slots__ = ("api_request_id",)
+
+    def __init__(self) -> None:
+        self.api_request_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeContext:
     """Ids the host sets for the current session / task / turn."""
@@ -72,72 +85,141 @@ class RuntimeContext:
     runtime_id: str | None = None
     # The agent turn this context belongs to (``Pipeline.turn``), if any.
     turn: TurnMark | None = field(default=None, compare=False, repr=False)
+    # The turn's latest model call, which its tool calls belong to.
+    model_call: ModelCallLink | None = field(default=None, compare=False, repr=False)
+
+
+class CallContext(NamedTuple):
+    """What the calling task or thread is inside of (one ContextVar, so the two never
+    disagree about which task they belong to)."""
+
+    runtime: RuntimeContext
+    # The pipeline LLM call in flight, if any: a nested layer (the provider SDK
+    # under a host adapter) enriches it instead of opening a second ``chat`` span.
+    llm_call: CallInfo | None
 
 
 _EMPTY_CONTEXT: Final = RuntimeContext()
-_runtime_context: contextvars.ContextVar[RuntimeContext] = contextvars.ContextVar(
-    "otelmw_runtime_context", default=_EMPTY_CONTEXT
+_NO_CALL_CONTEXT: Final = CallContext(_EMPTY_CONTEXT, None)
+_call_context: contextvars.ContextVar[CallContext] = contextvars.ContextVar(
+    "otelmw_call_context", default=_NO_CALL_CONTEXT
 )
+
+
+def current_call_context() -> CallContext:
+    """The call context of the calling task/thread."""
+    return _call_context.get()
+
+
+def current_llm_call() -> CallInfo | None:
+    """The pipeline LLM call in flight in this task/thread, if any."""
+    return _call_context.get().llm_call
+
+
+def set_current_llm_call(call: CallInfo | None) -> contextvars.Token[CallContext]:
+    """Make ``call`` (or no call) the current LLM call; undo with ``reset_current_llm_call``.
+    Host adapters use it to keep their own middleware outside the request."""
+    return _call_context.set(CallContext(_call_context.get().runtime, call))
+
+
+def reset_current_llm_call(token: contextvars.Token[CallContext]) -> None:
+    try:
+        _call_context.reset(token)
+    except ValueError:  # token from another context: leave the var as it is there
+        pass
+
+
+def enter_runtime_context(ctx: RuntimeContext) -> contextvars.Token[CallContext]:
+    """Make ``ctx`` the runtime context of the calling task/thread (the LLM call in
+    flight stays); undo with ``leave_runtime_context``."""
+    return _call_context.set(CallContext(ctx, _call_context.get().llm_call))
+
+
+def leave_runtime_context(token: contextvars.Token[CallContext] | None,
+                          outer: RuntimeContext) -> None:
+    """Back to ``outer``: by ``token`` when it is this context's own, else by value (a
+    copy of the context, or a generator finalised elsewhere, cannot reset it)."""
+    try:
+        if token is None:
+            raise ValueError
+        _call_context.reset(token)
+    except (ValueError, RuntimeError):
+        _call_context.set(CallContext(outer, _call_context.get().llm_call))
 
 
 class TurnMark:
     """Shared by every context that holds one turn: the thread that started it,
     copies carried into threads and tasks. A turn finished elsewhere (another
     thread, or while a long-lived thread it started keeps its context) is left
-    lazily by each context that still holds it, at its next pipeline call."""
+    by each context that still holds it at its next pipeline call
+    (``leave_finished_turns``)."""
 
     __slots__ = ("closed", "on_leave", "outer", "token")
 
     def __init__(self, outer: RuntimeContext) -> None:
         self.closed = False
         self.outer = outer
-        self.token: contextvars.Token[RuntimeContext] | None = None
+        self.token: contextvars.Token[CallContext] | None = None
         # The observer's part: restore its own context (OpenTelemetry's) here.
         self.on_leave: Callable[[], None] | None = None
 
     def leave_runtime(self) -> None:
-        """Back to the context the turn was started in (this Context's own token
-        when it is the starter's, else by value: a copy cannot reset it)."""
-        try:
-            if self.token is None:
-                raise ValueError
-            _runtime_context.reset(self.token)
-        except (ValueError, RuntimeError):
-            _runtime_context.set(self.outer)
+        """Back to the context the turn was started in."""
+        leave_runtime_context(self.token, self.outer)
 
     def leave(self) -> RuntimeContext:
-        """Leave the finished turn in the calling context; its current context."""
+        """Leave the finished turn in the calling context (the observer restores its
+        own context); the runtime context then current."""
         self.leave_runtime()
         if self.on_leave is not None:
             try:
                 self.on_leave()
             except Exception:  # an observer must not break the call path
                 pass
-        return current_runtime_context()
+        return _call_context.get().runtime
 
 
 def current_runtime_context() -> RuntimeContext:
-    """The runtime context of the calling task/thread (empty when none is set).
-    A context still holding a turn that has finished leaves it first: calls made
-    after a turn ended are never attributed (or parented) to it."""
-    ctx = _runtime_context.get()
+    """The runtime context of the calling task/thread (empty when none is set), without
+    the turns that have finished: calls made after a turn ended are never attributed
+    (or parented) to it. A getter: the calling context keeps holding a finished turn
+    until the pipeline leaves it (``leave_finished_turns``)."""
+    ctx = _call_context.get().runtime
     mark = ctx.turn
-    if mark is not None and mark.closed:
-        return mark.leave()
+    while mark is not None and mark.closed:
+        ctx = mark.outer
+        mark = ctx.turn
+    return ctx
+
+
+def leave_finished_turns() -> RuntimeContext:
+    """Leave, in the calling context, every turn that has finished elsewhere (its
+    observer restores its own context), and return the runtime context then current.
+    The pipeline calls it where a call or a turn starts."""
+    ctx = _call_context.get().runtime
+    mark = ctx.turn
+    while mark is not None and mark.closed:
+        ctx = mark.leave()
+        mark = ctx.turn
     return ctx
 
 
 def derive_context(outer: RuntimeContext, fields: dict[str, Any],
                    turn: TurnMark | None) -> RuntimeContext:
-    """``outer`` with the fields that are set replaced (unset ones inherit)."""
+    """``outer`` with the fields that are set replaced (unset ones inherit). A turn id
+    of its own starts a turn of its own: a new ``ModelCallLink``."""
     def pick(name: str) -> Any:
         value = fields.get(name)
         return value if value is not None else getattr(outer, name)
 
+    turn_id = pick("turn_id")
+    link = outer.model_call
+    if link is None or turn_id != outer.turn_id:
+        link = ModelCallLink()
     return RuntimeContext(session_id=pick("session_id"), task_id=pick("task_id"),
-                          turn_id=pick("turn_id"), agent_name=pick("agent_name"),
+                          turn_id=turn_id, agent_name=pick("agent_name"),
                           runtime_id=pick("runtime_id"),
-                          turn=turn if turn is not None else outer.turn)
+                          turn=turn if turn is not None else outer.turn, model_call=link)
 
 
 @contextmanager
@@ -154,18 +236,15 @@ def runtime_context(
     Unset fields inherit from an enclosing block, so a host can set the session
     once and the turn per turn. Contextvars carry it into asyncio tasks.
     """
-    outer = current_runtime_context()
+    outer = leave_finished_turns()
     ctx = derive_context(outer, {"session_id": session_id, "task_id": task_id,
                                  "turn_id": turn_id, "agent_name": agent_name,
                                  "runtime_id": runtime_id}, None)
-    token = _runtime_context.set(ctx)
+    token = enter_runtime_context(ctx)
     try:
         yield ctx
     finally:
-        try:
-            _runtime_context.reset(token)
-        except ValueError:  # token from another context (generator finalised elsewhere)
-            _runtime_context.set(outer)
+        leave_runtime_context(token, outer)
 
 
 def new_request_id(prefix: str | None = None) -> str:

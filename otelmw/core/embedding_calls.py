@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import isawaitable
+from .callstate import finished_steps, isawaitable
 from .seam import PipelineObserver
+from .steps import adrive, drive, host_call_steps
 
 
 class EmbeddingCalls:
@@ -19,7 +20,7 @@ class EmbeddingCalls:
     @staticmethod
     def _embeddings_call(request: Any, provider: str | None,
                          server: tuple[str | None, int | None]) -> c.CallInfo:
-        rc = c.current_runtime_context()
+        rc = c.leave_finished_turns()
         model = request.get("model") if isinstance(request, dict) else None
         return c.CallInfo.for_embeddings(
             rc, provider=provider, model=model if isinstance(model, str) else None,
@@ -34,28 +35,16 @@ class EmbeddingCalls:
             return execute(request)
         call = self._embeddings_call(request, provider, (server_address, server_port))
         obs.call_started(call, request)
-        try:
-            result = execute(request)
-        except BaseException as exc:
-            obs.call_finished(call, None, exc)
-            raise
-        return obs.call_finished(call, result, None)
+        return drive(finished_steps, obs, call, host_call_steps(execute, request, False))
 
     async def arun_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
                               provider: str | None = None, server_address: str | None = None,
                               server_port: int | None = None) -> Any:
-        """Async twin of ``run_embeddings``; ``execute`` may return an awaitable."""
+        """``run_embeddings`` in an async call; ``execute`` may return an awaitable."""
         obs = self.observer
         if obs is None:
             r = execute(request)
             return await r if isawaitable(r) else r
         call = self._embeddings_call(request, provider, (server_address, server_port))
         obs.call_started(call, request)
-        try:
-            result = execute(request)
-            if isawaitable(result):
-                result = await result
-        except BaseException as exc:
-            obs.call_finished(call, None, exc)
-            raise
-        return obs.call_finished(call, result, None)
+        return await adrive(finished_steps, obs, call, host_call_steps(execute, request, True))

@@ -1,4 +1,5 @@
-"""The nested execution chain (``llm_execution``/``tool_execution``), sync and async twins.
+"""The nested execution chain (``llm_execution``/``tool_execution``), one definition for
+sync and async calls (``steps.py``).
 
 Rules (from the plugin-middleware contract, tightened):
 
@@ -29,6 +30,7 @@ from .failures import (
 )
 from .registry import Layer
 from .seam import PipelineObserver
+from .steps import Steps, adrive, drive
 
 
 class NextCallReusedError(RuntimeError):
@@ -76,8 +78,8 @@ def _on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog
     return o.FAILED_BEFORE_NEXT
 
 
-# Stack use. Each layer costs two Python frames (the callback and the
-# ``next_call`` that runs the layers below it, skipped ones in a loop). Chains
+# Stack use. Each layer costs two Python frames (the callback and the driver of
+# the ``next_call`` that runs the layers below it, skipped ones in a loop). Chains
 # longer than this are checked against the room left on the stack first.
 _FRAMES_PER_LAYER = 2
 _UNCHECKED_LAYERS = 32
@@ -128,184 +130,170 @@ def _out_of_stack(layers: tuple[Layer, ...], base: _Frame, exc: RecursionError,
     return True
 
 
-def run_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                  base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                  obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """Run ``terminal(payload)`` inside the nested execution chain."""
-    n = len(layers)
-    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
-    # One shared dict per call: ``callback(**kw)`` hands the callee its own copy
-    # at call time, so inner layers rebinding these keys is harmless.
-    kw = base_kw
-    base, entry = _Frame(), _Frame()  # the base call's state (for the out-of-stack
-    base.state = entry.state = _NOT_CALLED  # fallback) and the chain's entry's
+class _Chain:
+    """One run of an execution chain: what its levels share. A level runs the
+    layers below one layer (``_level``); layer ``j``'s ``next_call`` runs level
+    ``j``, driven by ``drive`` in a synchronous call and handed out as an awaitable
+    (``adrive``) in an asynchronous one. Each level has a driver of its own."""
 
-    # ``run(i, p, frame)`` runs the layers below layer ``i`` (skipped ones in a
-    # loop) on input ``p``; layer ``i``'s ``next_call`` is ``partial(run, ...)``
-    # with its ``frame``, so each layer costs two Python frames (its callback and
-    # ``run``; a partial is C). ``run`` gets itself as ``lk`` instead of through
-    # its own closure cell: a self-referencing closure would make every call's
-    # kwargs, payloads and closures cyclic garbage.
-    def run(lk: Any, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
-        if frame.state != _NOT_CALLED:
-            raise _reused(layers[i])
-        frame.state = _RUNNING
-        q = p if next_payload is None else next_payload
-        j = i + 1
-        try:
-            while True:
-                if j >= limit:
-                    base.state = _RUNNING
-                    r = terminal(q)
-                    base.state, base.result = _RETURNED, r
-                    break
-                layer = layers[j]
-                inner = _Frame()
-                inner.state = _NOT_CALLED
-                kw[key] = q
-                kw["next_call"] = partial(lk, lk, j, q, inner)
-                token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
-                try:
-                    ret = layer.callback(**kw)
+    __slots__ = ("awaits", "base", "call", "failures", "key", "kw", "layers", "limit",
+                 "obs", "terminal")
+
+    def __init__(self, layers: tuple[Layer, ...], limit: int, call: CallInfo, key: str,
+                 kw: dict[str, Any], terminal: Callable[[Any], Any],
+                 obs: PipelineObserver | None, failures: FailureLog, awaits: bool) -> None:
+        self.layers, self.limit, self.call, self.key, self.kw = layers, limit, call, key, kw
+        self.terminal, self.obs, self.failures, self.awaits = terminal, obs, failures, awaits
+        self.base = _Frame()  # the base call's state (for the out-of-stack fallback)
+        self.base.state = _NOT_CALLED
+
+
+def _claim(chain: _Chain, i: int, frame: _Frame) -> None:
+    """Layer ``i``'s ``next_call`` is single use."""
+    if frame.state != _NOT_CALLED:
+        raise _reused(chain.layers[i])
+    frame.state = _RUNNING
+
+
+def _hand_out(chain: _Chain, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
+    """Layer ``i``'s ``next_call`` in an asynchronous call: the awaitable of level ``i``."""
+    _claim(chain, i, frame)
+    frame.pending = adrive(_level, chain, i, p if next_payload is None else next_payload,
+                           frame, _CLAIMED)
+    return frame.pending
+
+
+_CLAIMED: Any = object()  # ``_level``'s ``next_payload`` when its next_call was claimed
+
+
+def _never_awaited(frame: _Frame) -> bool:
+    """An asynchronous ``next_call`` was called but its awaitable was dropped unstarted:
+    closed, the layer below never ran (as if ``next_call`` was never called)."""
+    if frame.state == _RUNNING and inspect.getcoroutinestate(
+            frame.pending) == inspect.CORO_CREATED:
+        frame.pending.close()
+        frame.state = _NOT_CALLED
+        return True
+    return False
+
+
+def _level(chain: _Chain, i: int, q: Any, frame: _Frame,
+           next_payload: Any = None) -> Steps[Any]:
+    """Run the layers below layer ``i`` on ``q`` (skipped ones in a loop); ``frame``
+    records how it ended. Each layer's callback is yielded to the driver: while it
+    runs, this generator is suspended, not on the stack. ``next_payload``: what a
+    synchronous ``next_call`` was called with (this level claims it first), or
+    ``_CLAIMED``."""
+    if next_payload is not _CLAIMED:
+        _claim(chain, i, frame)
+        if next_payload is not None:
+            q = next_payload
+    layers, kw, key, obs, call = chain.layers, chain.kw, chain.key, chain.obs, chain.call
+    failures, awaits, limit = chain.failures, chain.awaits, chain.limit
+    j = i + 1
+    try:
+        while True:
+            if j >= limit:
+                base = chain.base
+                base.state = _RUNNING
+                r = chain.terminal(q)
+                if awaits and inspect.isawaitable(r):
+                    r = yield r
+                base.state, base.result = _RETURNED, r
+                break
+            layer = layers[j]
+            inner = _Frame()
+            inner.state = _NOT_CALLED
+            kw[key] = q
+            # Synchronous: ``drive`` runs level j at once (it claims ``next_call`` first).
+            kw["next_call"] = (partial(_hand_out, chain, j, q, inner) if awaits
+                               else partial(drive, _level, chain, j, q, inner))
+            failed: BaseException | None = None
+            token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
+            try:
+                ret = yield (layer.callback, kw)
+                if not awaits:
                     if (inner.state == _NOT_CALLED and ret is not None
                             and inspect.isawaitable(ret)):
                         discard_awaitable(ret)
                         raise AsyncMiddlewareInSyncCallError(
                             "async execution middleware cannot run in a synchronous call")
-                except BaseException as exc:
-                    outcome = _on_raise(inner.state, layer, exc, failures, kw)
-                    if obs is not None:
-                        obs.wrapper_finished(call, token, outcome, exc)
-                    if outcome == o.ERROR and not (isinstance(exc, NextCallReusedError)
-                                                   and inner.state == _RAISED):
-                        raise
                 else:
-                    if obs is not None:
-                        obs.wrapper_finished(call, token, o.PASSED if inner.state
-                                             != _NOT_CALLED else o.SHORT_CIRCUIT, None, ret)
-                    r = ret
-                    break
-                # Handled outside the except block so a re-raised or downstream
-                # exception does not carry this one as its __context__.
+                    if inspect.isawaitable(ret):
+                        ret = yield ret
+                    if (ret is not None and inner.state != _NOT_CALLED
+                            and ret is inner.pending):
+                        ret = yield ret  # `return next_call(...)` from an async def
+            except BaseException as exc:
+                if awaits:
+                    _never_awaited(inner)
+                outcome = _on_raise(inner.state, layer, exc, failures, kw)
+                if obs is not None:
+                    obs.wrapper_finished(call, token, outcome, exc)
                 if outcome == o.ERROR:
-                    raise inner.error  # type: ignore[misc]  # downstream, not the reuse
-                if outcome == o.FAILED_AFTER_NEXT:
-                    r = inner.result
-                    break
-                j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
-        except BaseException as e:
-            frame.state, frame.error = _RAISED, e
-            raise
-        frame.state, frame.result = _RETURNED, r
-        return r
+                    if not (isinstance(exc, NextCallReusedError) and inner.state == _RAISED):
+                        raise
+                    failed = inner.error  # downstream, not the reuse: re-raised below
+            else:
+                if awaits:
+                    _never_awaited(inner)  # discarded without awaiting: short-circuit
+                if obs is not None:
+                    obs.wrapper_finished(call, token, o.PASSED if inner.state != _NOT_CALLED
+                                         else o.SHORT_CIRCUIT, None, ret)
+                r = ret
+                break
+            # Handled outside the except block so a re-raised or downstream
+            # exception does not carry this one as its __context__.
+            if failed is not None:
+                raise failed
+            if outcome == o.FAILED_AFTER_NEXT:
+                r = inner.result
+                break
+            j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
+    except BaseException as e:
+        frame.state, frame.error = _RAISED, e
+        raise
+    frame.state, frame.result = _RETURNED, r
+    return r
 
+
+def execution_steps(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                    chain_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                    obs: PipelineObserver | None, failures: FailureLog,
+                    awaits: bool) -> Steps[Any]:
+    """Run ``terminal(payload)`` inside the nested execution chain. ``chain_kw``: the
+    chain's own kwargs, built for it by the caller; the chain sets ``key`` and
+    ``next_call`` in it per layer (``callback(**kw)`` hands each callee its own copy
+    at call time, so inner layers rebinding keys is harmless). In an
+    asynchronous call (``awaits``) callbacks may be ``async def`` and ``next_call``
+    returns an awaitable (a sync callback may simply return it); ``terminal`` may
+    return an awaitable."""
+    n = len(layers)
+    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
+    chain = _Chain(layers, limit, call, key, chain_kw, terminal, obs, failures, awaits)
+    entry = _Frame()
+    entry.state = _NOT_CALLED
     try:
-        return run(run, -1, payload, entry)
+        # The levels are run by drivers of their own, never delegated to by ``yield
+        # from``: an exception a callback raises is thrown into its level as it is (a
+        # delegating generator would close the level instead of throwing a
+        # ``GeneratorExit`` in, and the level would see a new one).
+        if awaits:
+            return (yield adrive(_level, chain, -1, payload, entry, _CLAIMED))
+        return drive(_level, chain, -1, payload, entry, _CLAIMED)
     except RecursionError as exc:
+        base = chain.base
         if not _out_of_stack(layers, base, exc, failures):
             raise
         # Unwound: room again for the one base call (or its result, kept).
-        return base.result if base.state == _RETURNED else terminal(payload)
+        if base.state == _RETURNED:
+            return base.result
+        r = terminal(payload)
+        if awaits and inspect.isawaitable(r):
+            r = yield r
+        return r
     finally:
         # The last ``next_call`` set here is the only way back from ``kw`` to
         # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
         # middleware kept still works (it holds what it needs).
-        kw.pop("next_call", None)
-
-
-async def arun_execution(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                         base_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                         obs: PipelineObserver | None, failures: FailureLog) -> Any:
-    """Async twin: callbacks may be sync or ``async def``; ``next_call`` returns an
-    awaitable (a sync callback may simply return it)."""
-    n = len(layers)
-    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
-    kw = base_kw  # shared, as in run_execution
-    base, entry = _Frame(), _Frame()
-    base.state = entry.state = _NOT_CALLED
-
-    # As in run_execution: ``arun`` runs the layers below layer ``i`` in a loop;
-    # layer i's ``next_call`` (``partial(hand_out, ...)``) hands out ``arun(...)``
-    # as the awaitable, so each layer costs two coroutine frames.
-    async def arun(lk: Any, i: int, q: Any, frame: _Frame) -> Any:
-        j = i + 1
-        try:
-            while True:
-                if j >= limit:
-                    base.state = _RUNNING
-                    r = terminal(q)
-                    if inspect.isawaitable(r):
-                        r = await r
-                    base.state, base.result = _RETURNED, r
-                    break
-                layer = layers[j]
-                inner = _Frame()
-                inner.state = _NOT_CALLED
-                kw[key] = q
-                kw["next_call"] = partial(hand_out, lk, j, q, inner)
-                failed: BaseException | None = None
-                token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
-                try:
-                    result = layer.callback(**kw)
-                    if inspect.isawaitable(result):
-                        result = await result
-                    if (result is not None and inner.state != _NOT_CALLED
-                            and result is inner.pending):
-                        result = await result  # `return next_call(...)` from an async def
-                except BaseException as exc:
-                    if inner.state == _RUNNING and inspect.getcoroutinestate(
-                            inner.pending) == inspect.CORO_CREATED:
-                        inner.pending.close()  # handed out, never awaited: never ran
-                        inner.state = _NOT_CALLED
-                    outcome = _on_raise(inner.state, layer, exc, failures, kw)
-                    if obs is not None:
-                        obs.wrapper_finished(call, token, outcome, exc)
-                    if outcome == o.ERROR:
-                        if not (isinstance(exc, NextCallReusedError)
-                                and inner.state == _RAISED):
-                            raise
-                        failed = inner.error  # re-raised below, outside this handler
-                else:
-                    outcome = ""
-                if failed is not None:
-                    raise failed
-                if outcome == o.FAILED_AFTER_NEXT:
-                    r = inner.result
-                    break
-                if outcome == o.FAILED_BEFORE_NEXT:
-                    j += 1  # skip layer j, same payload
-                    continue
-                if inner.state == _RUNNING and inspect.getcoroutinestate(
-                        inner.pending) == inspect.CORO_CREATED:
-                    inner.pending.close()  # discarded without awaiting: short-circuit
-                    inner.state = _NOT_CALLED
-                if obs is not None:
-                    obs.wrapper_finished(call, token, o.SHORT_CIRCUIT if inner.state
-                                         == _NOT_CALLED else o.PASSED, None, result)
-                r = result
-                break
-        except BaseException as e:
-            frame.state, frame.error = _RAISED, e
-            raise
-        frame.state, frame.result = _RETURNED, r
-        return r
-
-    def hand_out(lk: Any, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
-        """Layer i's ``next_call``: single use, returns the awaitable."""
-        if frame.state != _NOT_CALLED:
-            raise _reused(layers[i])
-        frame.state = _RUNNING
-        frame.pending = lk(lk, i, p if next_payload is None else next_payload, frame)
-        return frame.pending
-
-    try:
-        return await arun(arun, -1, payload, entry)
-    except RecursionError as exc:
-        if not _out_of_stack(layers, base, exc, failures):
-            raise
-        if base.state == _RETURNED:
-            return base.result
-        r = terminal(payload)
-        return (await r) if inspect.isawaitable(r) else r
-    finally:
-        kw.pop("next_call", None)  # as in run_execution: nothing left cyclic
+        chain_kw.pop("next_call", None)

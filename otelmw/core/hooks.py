@@ -21,6 +21,7 @@ from .contract import CallInfo
 from .failures import HOOK, FailureLog, describe, signature_mismatch_hint
 from .registry import Layer
 from .seam import PipelineObserver
+from .steps import Steps, drive
 
 
 def _record(failures: FailureLog, layer: Layer, message: str, exc: BaseException | None,
@@ -50,9 +51,7 @@ def all_hook_events(obs: PipelineObserver | None) -> bool:
 
 
 class _Firing:
-    """One hook point's firing, shared by ``fire_hooks`` and ``afire_hooks`` (which
-    differ only in ``run``/``arun``: awaiting what a callback returns): the values
-    kept and the callbacks that failed."""
+    """One hook point's firing: the values kept and the callbacks that failed."""
 
     __slots__ = ("failed", "failures", "payload", "pick", "results")
 
@@ -66,26 +65,18 @@ class _Firing:
         self.failed += 1
         _record(self.failures, layer, message, exc, self.payload)
 
-    def run(self, layer: Layer) -> None:
+    def steps(self, layer: Layer, awaits: bool) -> Steps[None]:
+        """Run one callback; in an asynchronous call (``awaits``) it may be ``async def``
+        (in a synchronous one, ``take`` refuses an awaitable it returns)."""
         try:
             ret = layer.callback(**self.payload)
+            if awaits and inspect.isawaitable(ret):
+                ret = yield ret
         except Exception as exc:
             self.failed_with(layer, "hook raised", exc)
             return
         if ret is not None:
-            self.take(layer, ret, True)
-
-    async def arun(self, layer: Layer) -> None:
-        """``run`` in an async call: the callback may be ``async def``."""
-        try:
-            ret = layer.callback(**self.payload)
-            if inspect.isawaitable(ret):
-                ret = await ret
-        except Exception as exc:
-            self.failed_with(layer, "hook raised", exc)
-            return
-        if ret is not None:
-            self.take(layer, ret, False)
+            self.take(layer, ret, not awaits)
 
     def take(self, layer: Layer, ret: Any, in_sync_call: bool) -> None:
         """What a callback returned (not None): kept if the hook point accepts it.
@@ -120,16 +111,17 @@ def _no_callbacks(obs: PipelineObserver | None, call: CallInfo, hook_name: str,
     return _NO_RESULTS
 
 
-def fire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
-               payload: dict[str, Any], obs: PipelineObserver | None,
-               failures: FailureLog, pick: Pick | None = None) -> list[Any]:
+def hook_steps(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
+               payload: dict[str, Any], obs: PipelineObserver | None, failures: FailureLog,
+               pick: Pick | None, awaits: bool) -> Steps[list[Any]]:
     """Call every hook for ``hook_name``; return their non-None results in order
-    (``pick(result)`` of each, when given: what the hook point accepts, or None)."""
+    (``pick(result)`` of each, when given: what the hook point accepts, or None). In an
+    asynchronous call (``awaits``) a callback may be ``async def``."""
     if not layers:
         return _no_callbacks(obs, call, hook_name, payload)
     firing = _Firing(failures, payload, pick)
     for layer in layers:
-        firing.run(layer)
+        yield from firing.steps(layer, awaits)
     return firing.done(obs, call, hook_name, layers)
 
 
@@ -142,25 +134,13 @@ class HookCallbacksRun(NamedTuple):
 
 def run_hook_callbacks(layers: tuple[Layer, ...], payload: dict[str, Any],
                        failures: FailureLog, pick: Pick | None = None) -> HookCallbacksRun:
-    """``fire_hooks`` without reporting the firing to an observer: for a host adapter
+    """``hook_steps`` without reporting the firing to an observer: for a host adapter
     that reports the host's own firing itself (with the host's payload, in the context
     of the call it belongs to)."""
     firing = _Firing(failures, payload, pick)
     for layer in layers:
-        firing.run(layer)
+        drive(firing.steps, layer, False)
     return HookCallbacksRun(firing.results, firing.failed)
-
-
-async def afire_hooks(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
-                      payload: dict[str, Any], obs: PipelineObserver | None,
-                      failures: FailureLog, pick: Pick | None = None) -> list[Any]:
-    """``fire_hooks`` for async calls: a callback may be ``async def``."""
-    if not layers:
-        return _no_callbacks(obs, call, hook_name, payload)
-    firing = _Firing(failures, payload, pick)
-    for layer in layers:
-        await firing.arun(layer)
-    return firing.done(obs, call, hook_name, layers)
 
 
 Pick = Callable[[Any], Any]

@@ -56,7 +56,7 @@ class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
              task_id: str | None = None, turn_id: str | None = None,
              runtime_id: str | None = None) -> Turn:
         """An agent turn (``with pipeline.turn("weather-agent"): ...``)."""
-        outer = c.current_runtime_context()
+        outer = c.leave_finished_turns()
         return Turn(self, {
             "agent_name": agent_name, "session_id": session_id, "task_id": task_id,
             "turn_id": turn_id or f"{session_id or outer.session_id or 'turn'}:"
@@ -84,10 +84,10 @@ class Turn:
         self.failed = True
 
     def start(self) -> c.RuntimeContext:
-        outer = c.current_runtime_context()
+        outer = c.leave_finished_turns()
         mark = self._mark = c.TurnMark(outer)
         self._ctx = c.derive_context(outer, self.fields, mark)
-        mark.token = c._runtime_context.set(self._ctx)
+        mark.token = c.enter_runtime_context(self._ctx)
         obs = self._pipeline.observer
         if obs is not None:
             token = self._token = obs.turn_started(self._ctx)
@@ -108,7 +108,7 @@ class Turn:
         if obs is not None and self._token is not None:
             obs.turn_finished(self._token, error, self.failed)
         self._token = None
-        if c._runtime_context.get().turn is mark:  # the caller's context holds it
+        if c.current_call_context().runtime.turn is mark:  # the caller's context holds it
             mark.leave_runtime()
 
     def __enter__(self) -> Turn:

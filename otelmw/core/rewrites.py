@@ -1,4 +1,5 @@
-"""The request-rewrite stage (``llm_request``/``tool_request``), sync and async twins.
+"""The request-rewrite stage (``llm_request``/``tool_request``), one definition for sync
+and async calls (``steps.py``).
 
 Rules (from the plugin-middleware contract, tightened):
 
@@ -27,6 +28,7 @@ from .failures import (
 from .payloads import changed_keys, freeze
 from .registry import Layer
 from .seam import PipelineObserver
+from .steps import Steps
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
 _NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
@@ -57,8 +59,8 @@ def _trace_text(ret: dict[str, Any], key: str) -> str | None:
 
 class RewriteStep:
     """Bookkeeping of a request stage: what each callback's return or failure does
-    to the payload, the trace and the observer (shared by the sync and async
-    stages; the sync one's usual all-``None`` stage never builds one)."""
+    to the payload, the trace and the observer (a stage whose callbacks all return
+    ``None`` never builds one)."""
 
     __slots__ = ("call", "current", "failures", "key", "kind", "kw", "obs")
 
@@ -105,14 +107,15 @@ def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
         obs.rewrite_finished(call, token, o.ERROR, _NO_KEYS, None, None, exc)
 
 
-def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                 original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
-                 failures: FailureLog) -> Any:
-    """Apply request middleware; returns the effective (frozen) payload. ``kw``: the
-    call's middleware kwargs, given the payload keys here (callees get copies)."""
+def rewrite_steps(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                  original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
+                  failures: FailureLog, awaits: bool) -> Steps[Any]:
+    """Apply request middleware; returns the effective (frozen) payload. ``call_kw``: the
+    call's own kwargs (not changed here); the stage's kwargs are a dict of its own, with
+    the payload keys (each callee gets a copy). In an asynchronous call (``awaits``) a
+    callback may be ``async def``."""
     key = PAYLOAD_KEY[kind]
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
+    kw = {**call_kw, ORIGINAL_KEY[key]: original, key: payload}
     step: RewriteStep | None = None
     for pos, layer in enumerate(layers):
         token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
@@ -120,12 +123,15 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
         try:
             ret = layer.callback(**kw)
             if ret is not None and inspect.isawaitable(ret):
-                discard_awaitable(ret)
-                raise AsyncMiddlewareInSyncCallError(
-                    "async request middleware cannot run in a synchronous call")
+                if awaits:
+                    ret = yield ret
+                else:
+                    discard_awaitable(ret)
+                    raise AsyncMiddlewareInSyncCallError(
+                        "async request middleware cannot run in a synchronous call")
         except Exception as exc:
             ret, err = None, exc
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: propagate, end the span
+        except BaseException as exc:  # interrupt, exit, cancellation: propagate, end the span
             _interrupted(obs, call, token, exc)
             raise
         if ret is None and err is None:  # unchanged: only the observer needs to hear it
@@ -136,28 +142,3 @@ def run_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: 
             step = RewriteStep(kind, key, call, payload, kw, obs, failures)
         step.finish(layer, token, ret, err)
     return payload if step is None else step.current
-
-
-async def arun_rewrites(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                        original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
-                        failures: FailureLog) -> Any:
-    """Async twin of ``run_rewrites``: a callback may be ``async def``. Every layer
-    goes through ``RewriteStep`` (the sync stage inlines the unchanged case)."""
-    key = PAYLOAD_KEY[kind]
-    kw[ORIGINAL_KEY[key]] = original
-    kw[key] = payload
-    step = RewriteStep(kind, key, call, payload, kw, obs, failures)
-    for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
-        err: BaseException | None = None
-        try:
-            ret = layer.callback(**kw)
-            if inspect.isawaitable(ret):
-                ret = await ret
-        except Exception as exc:
-            ret, err = None, exc
-        except BaseException as exc:  # CancelledError too
-            _interrupted(obs, call, token, exc)
-            raise
-        step.finish(layer, token, ret, err)
-    return step.current

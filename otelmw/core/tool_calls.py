@@ -1,23 +1,25 @@
 """The tool-call pipeline: parse/coerce args → ``tool_request`` → ``pre_tool_call``
 (block) → ``tool_execution`` chain → base call → normalize → ``post_tool_call`` →
-memory adapters → ``transform_tool_result``."""
+memory adapters → ``transform_tool_result``; one definition for sync and async calls
+(``steps.py``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from . import contract as c
 from .callstate import (
-    _last_api_request_id,
-    atimed_terminal_for,
+    finished_steps,
     isawaitable,
-    timed_terminal_for,
+    linked_api_request_id,
+    tool_base_steps,
 )
-from .execution import arun_execution, run_execution
+from .execution import execution_steps
 from .failures import MEMORY, FailureLog, describe
-from .hooks import afire_hooks, all_hook_events, block_message, fire_hooks, first, plain_string
+from .hooks import all_hook_events, block_message, first, hook_steps, plain_string
 from .memory import MemoryAdapter
 from .payloads import freeze
 from .registry import Layer, MiddlewareRegistry
@@ -30,8 +32,9 @@ from .results import (
     normalize_result,
     passthrough_result,
 )
-from .rewrites import arun_rewrites, run_rewrites
+from .rewrites import rewrite_steps
 from .seam import PipelineObserver
+from .steps import Steps, adrive, drive, own_driver
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
 
@@ -92,6 +95,14 @@ def _blocked(message: str) -> NormalizedToolResult:
                                 metadata={BLOCKED_KEY: True})
 
 
+class _RefusedArguments(NamedTuple):
+    """A call whose arguments did not parse: the tool did not run."""
+
+    model_result: Any
+    normalized: NormalizedToolResult
+    payload: dict[str, Any]  # of ``post_tool_call``
+
+
 class ToolCalls:
     """Mixin of ``Pipeline``: ``run_tool`` / ``arun_tool``."""
 
@@ -108,12 +119,15 @@ class ToolCalls:
 
     def run_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                  tool_call_id: str | None = None, runtime_id: str | None = None,
-                 raise_errors: bool = False, call: c.CallInfo | None = None) -> Any:
+                 raise_errors: bool = False, api_request_id: str | None = None,
+                 call: c.CallInfo | None = None) -> Any:
         """Run one tool call; returns what the model should see.
 
         ``execute(args)`` runs the tool. A tool that raises becomes a normalized
         failure; the caller gets ``"Tool Error: <message>"`` (or the original
         exception re-raised after the hooks when ``raise_errors`` is true).
+        ``api_request_id``: the model call that asked for this tool call, when the host
+        knows it (default: the latest model call of the turn).
         ``call``: an already-opened call (see ``run_llm``).
         """
         obs = self.observer
@@ -127,22 +141,20 @@ class ToolCalls:
                     if raise_errors:
                         raise
                     return failure_from_exception(exc, 0.0).model_text()
-            call = self._tool_call(tool_name, tool_call_id, runtime_id)
+            call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
             if obs is not None:
                 obs.call_started(call, args)
-        try:
-            result = self._run_tool(call, args, execute, raise_errors)
-        except BaseException as exc:
-            if obs is not None:
-                obs.call_finished(call, None, exc)
-            raise
-        return obs.call_finished(call, result, None) if obs is not None else result
+        return drive(finished_steps, obs, call,
+                     self._tool_steps(call, args, execute, raise_errors, False))
 
-    def _tool_call(self, tool_name: str, tool_call_id: str | None,
-                   runtime_id: str | None) -> c.CallInfo:
-        rc = c.current_runtime_context()
+    def _tool_call(self, tool_name: str, tool_call_id: str | None, runtime_id: str | None,
+                   api_request_id: str | None) -> c.CallInfo:
+        """The call's ``api_request_id``: the model call that asked for it — the host's
+        word, else the latest model call of the turn (``ModelCallLink``), else a new id."""
+        rc = c.leave_finished_turns()
         return c.CallInfo.for_tool(
-            rc, api_request_id=_last_api_request_id.get() or c.new_request_id(rc.turn_id),
+            rc, api_request_id=(api_request_id or linked_api_request_id(rc)
+                                or c.new_request_id(rc.turn_id)),
             tool_name=tool_name, tool_call_id=tool_call_id, runtime_id=runtime_id)
 
     def _tool_prepare(self, call: c.CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
@@ -207,89 +219,78 @@ class ToolCalls:
             self.observer.tool_result(call, normalized, status)
         return normalized.content if status == "blocked" else normalized.model_text()
 
-    # ``_run_tool`` and ``_arun_tool`` are twins that differ only where the async
-    # one awaits (a stage, a hook point, the tool); what lies between is shared.
-    def _run_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
-                  raise_errors: bool) -> Any:
+    def _tool_steps(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
+                    raise_errors: bool, awaits: bool) -> Steps[Any]:
+        """Parse, the request stage, ``pre_tool_call`` (block), the execution chain
+        around the tool, normalize, ``post_tool_call``, memory, ``transform_tool_result``."""
         mw, hk = self.registry.tables()
+        obs, failures = self.observer, self.failures
         try:
             parsed, original, kw = self._tool_prepare(call, args)
         except ToolArgumentsError as exc:
-            return self._refuse_arguments(call, args, exc, hk, raise_errors)
-        obs, failures = self.observer, self.failures
+            refused = self._bad_arguments(call, args, exc)
+            yield from hook_steps(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL,
+                                  refused.payload, obs, failures, None, awaits)
+            self._record_memory(call, refused.normalized)
+            if raise_errors:
+                raise
+            return refused.model_result
         pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
-        # Middleware kwargs, shared by both stages (callees get copies; guarded by
-        # tests/test_core_pipeline.py); ``kw`` itself when no hook payload is built.
-        mkw = dict(kw) if pre_hooked or post_hooked else kw
         effective = original
         if mw[c.TOOL_REQUEST]:
-            effective = run_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST], call,
-                                     original, original, mkw, obs, failures)
+            effective = yield from own_driver(awaits, rewrite_steps, c.TOOL_REQUEST,
+                                              mw[c.TOOL_REQUEST], call, original, original,
+                                              kw, obs, failures, awaits)
         blocked = None
         if pre_hooked:
-            blocked = first(fire_hooks(
+            blocked = first((yield from hook_steps(
                 hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                self._pre_payload(call, kw, effective), obs, failures, block_message))
+                self._pre_payload(call, kw, effective), obs, failures, block_message, awaits)))
         if blocked is not None:
             normalized, status, error = _blocked(blocked), "blocked", None
         else:
-            normalized, status, error = self._execute(
-                mw, call, execute, parsed, original, effective, mkw, obs, failures)
+            elapsed = [0.0]  # execution_time_ms: the base call only
+            layers = mw[c.TOOL_EXECUTION]
+            try:
+                if layers:
+                    terminal = partial(adrive if awaits else drive, tool_base_steps, execute,
+                                       parsed, original, elapsed, awaits)
+                    raw = yield from execution_steps(
+                        layers, call, "args", effective, {**kw, "original_args": original},
+                        terminal, obs, failures, awaits)
+                else:
+                    raw = yield from tool_base_steps(execute, parsed, original, elapsed,
+                                                     awaits, effective)
+            except Exception as exc:
+                normalized, status, error = self._outcome(call, None, exc, elapsed[0])
+            else:
+                normalized, status, error = self._outcome(call, raw, None, elapsed[0])
         model_result = self._finish_tool(call, normalized, status)
         payload: dict[str, Any] | None = None
         if post_hooked:
             payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs, failures)
+            yield from hook_steps(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
+                                  failures, None, awaits)
         self._record_memory(call, normalized)
-        transformed = None if payload is None else first(fire_hooks(
+        transformed = None if payload is None else first((yield from hook_steps(
             hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures, plain_string))
+            failures, plain_string, awaits)))
         if error is not None and raise_errors:
             raise error
         return transformed if transformed is not None else model_result
 
-    def _execute(self, mw: dict[str, tuple[Layer, ...]], call: c.CallInfo,
-                 execute: Callable[[Any], Any], parsed: Any, original: Any, effective: Any,
-                 mkw: dict[str, Any], obs: PipelineObserver | None, failures: FailureLog
-                 ) -> tuple[NormalizedToolResult, str, BaseException | None]:
-        """The ``tool_execution`` chain around the tool, normalized (see ``_outcome``)."""
-        elapsed = [0.0]  # execution_time_ms: the base call only
-        terminal = timed_terminal_for(execute, parsed, original, elapsed)
-        layers = mw[c.TOOL_EXECUTION]
-        try:
-            if layers:
-                mkw["original_args"] = original
-                raw = run_execution(layers, call, "args", effective, mkw, terminal, obs,
-                                    failures)
-            else:
-                raw = terminal(effective)
-        except Exception as exc:
-            return self._outcome(call, None, exc, elapsed[0])
-        return self._outcome(call, raw, None, elapsed[0])
-
     def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError
-                       ) -> tuple[Any, NormalizedToolResult, dict[str, Any]]:
-        """Unparseable arguments: the tool does not run; (model result, normalized
-        failure, ``post_tool_call`` payload)."""
+                       ) -> _RefusedArguments:
+        """Unparseable arguments: the tool does not run."""
         normalized = failure_from_exception(exc, 0.0)
         model_result = self._finish_tool(call, normalized, "error")
-        return model_result, normalized, self._post_payload(
-            call, call.as_kwargs(), args, model_result, normalized, "error")
-
-    def _refuse_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
-                          hk: dict[str, tuple[Layer, ...]], raise_errors: bool) -> Any:
-        model_result, normalized, payload = self._bad_arguments(call, args, exc)
-        fire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, self.observer,
-                   self.failures)
-        self._record_memory(call, normalized)
-        if raise_errors:
-            raise exc
-        return model_result
+        return _RefusedArguments(model_result, normalized, self._post_payload(
+            call, call.as_kwargs(), args, model_result, normalized, "error"))
 
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
-                        raise_errors: bool = False) -> Any:
-        """Async twin of ``run_tool``: identical normalization and hooks."""
+                        raise_errors: bool = False, api_request_id: str | None = None) -> Any:
+        """``run_tool`` in an async call; ``execute`` may return an awaitable."""
         if runtime_id is None:
             runtime_id = c.current_runtime_context().runtime_id
         if type(args) is dict and not self._tool_active(runtime_id):
@@ -300,81 +301,9 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        call = self._tool_call(tool_name, tool_call_id, runtime_id)
+        call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
         obs = self.observer
         if obs is not None:
             obs.call_started(call, args)
-        try:
-            result = await self._arun_tool(call, args, execute, raise_errors)
-        except BaseException as exc:
-            if obs is not None:
-                obs.call_finished(call, None, exc)
-            raise
-        return obs.call_finished(call, result, None) if obs is not None else result
-
-    async def _arun_tool(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
-                         raise_errors: bool) -> Any:
-        mw, hk = self.registry.tables()
-        try:
-            parsed, original, kw = self._tool_prepare(call, args)
-        except ToolArgumentsError as exc:
-            return await self._arefuse_arguments(call, args, exc, hk, raise_errors)
-        obs, failures = self.observer, self.failures
-        pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
-        mkw = dict(kw) if pre_hooked or post_hooked else kw  # as in _run_tool
-        effective = original
-        if mw[c.TOOL_REQUEST]:
-            effective = await arun_rewrites(c.TOOL_REQUEST, mw[c.TOOL_REQUEST],
-                                            call, original, original, mkw, obs, failures)
-        blocked = None
-        if pre_hooked:
-            blocked = first(await afire_hooks(
-                hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                self._pre_payload(call, kw, effective), obs, failures, block_message))
-        if blocked is not None:
-            normalized, status, error = _blocked(blocked), "blocked", None
-        else:
-            normalized, status, error = await self._aexecute(
-                mw, call, execute, parsed, original, effective, mkw, obs, failures)
-        model_result = self._finish_tool(call, normalized, status)
-        payload: dict[str, Any] | None = None
-        if post_hooked:
-            payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
-                              failures)
-        self._record_memory(call, normalized)
-        transformed = None if payload is None else first(await afire_hooks(
-            hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures, plain_string))
-        if error is not None and raise_errors:
-            raise error
-        return transformed if transformed is not None else model_result
-
-    async def _aexecute(self, mw: dict[str, tuple[Layer, ...]], call: c.CallInfo,
-                        execute: Callable[[Any], Any], parsed: Any, original: Any,
-                        effective: Any, mkw: dict[str, Any], obs: PipelineObserver | None,
-                        failures: FailureLog
-                        ) -> tuple[NormalizedToolResult, str, BaseException | None]:
-        elapsed = [0.0]
-        terminal = atimed_terminal_for(execute, parsed, original, elapsed)
-        layers = mw[c.TOOL_EXECUTION]
-        try:
-            if layers:
-                mkw["original_args"] = original
-                raw = await arun_execution(layers, call, "args", effective, mkw, terminal,
-                                           obs, failures)
-            else:
-                raw = await terminal(effective)
-        except Exception as exc:
-            return self._outcome(call, None, exc, elapsed[0])
-        return self._outcome(call, raw, None, elapsed[0])
-
-    async def _arefuse_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError,
-                                 hk: dict[str, tuple[Layer, ...]], raise_errors: bool) -> Any:
-        model_result, normalized, payload = self._bad_arguments(call, args, exc)
-        await afire_hooks(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload,
-                          self.observer, self.failures)
-        self._record_memory(call, normalized)
-        if raise_errors:
-            raise exc
-        return model_result
+        return await adrive(finished_steps, obs, call,
+                            self._tool_steps(call, args, execute, raise_errors, True))
