@@ -17,6 +17,12 @@
 # its "# envs:" line names as OTELMW_<NAME>_PYTHON. A component that fails to build
 # fails the run.
 #
+# The stack's binaries (an OpenTelemetry Collector of our own and Jaeger v2) are Go
+# programs: collector/build.sh builds them in the background as well (Go's caches under
+# .cache/go, the binaries under .cache/stack, rebuilt only when a pin changes) and they
+# are handed to the tests as OTELMW_OTELCOL_BIN / OTELMW_JAEGER_BIN. A failed build
+# fails the run; without `go` the stack tests skip (fail under CI=true).
+#
 # This script starts and stops nothing but its own venv builds and pytest runs: it never
 # stops or kills a service (the tests start their own prometheus and Phoenix on free
 # ports, with their own config).
@@ -141,6 +147,37 @@ for file in scripts/components/*.txt; do
   say "component $name: preparing in the background (log: .cache/venvs/$name.build.log)"
 done
 
+# The stack's Go binaries (collector/build.sh: our collector distribution from
+# collector/builder-config.yaml, and Jaeger from collector/jaeger/go.mod), cached under
+# .cache/stack with Go's caches under .cache/go: built in the background from here (cold:
+# minutes, see README), a no-op when cached; waited for before the first pytest run and
+# exported as OTELMW_OTELCOL_BIN / OTELMW_JAEGER_BIN. Its progress lines start "stack:".
+stack_pid=""
+if command -v go >/dev/null 2>&1; then
+  mkdir -p .cache/stack
+  collector/build.sh >.cache/stack/build.env &
+  stack_pid=$!
+else
+  say "warning: no 'go' on PATH: the collector and Jaeger cannot be built; the stack" \
+      "tests skip (fail under CI=true)"
+fi
+
+stack_ready() {  # waits for the stack build (once), exports the binaries' paths
+  local waited=$SECONDS var value
+  [ -n "$stack_pid" ] || return 0
+  if wait "$stack_pid"; then
+    while IFS='=' read -r var value; do
+      export "$var=$value"
+      say "stack: ready (waited $((SECONDS - waited))s): $var=$value"
+    done <.cache/stack/build.env
+  else
+    say "stack: FAILED to build the collector or Jaeger (logs: .cache/stack/*.log)"
+    summary+=("stack: build failed")
+    failed=1
+  fi
+  stack_pid=""
+}
+
 component_ready() {  # component_ready NAME: waits for its build, exports its interpreter
   local name="$1" var waited=$SECONDS
   [ -n "${component_pid[$name]}" ] || return 0  # waited for already
@@ -175,6 +212,7 @@ for file in "${selected[@]}"; do
       component_ready "$component"
     fi
   done
+  stack_ready
   hosts="$(env_field "$file" hosts)"
   only="$(env_field "$file" only)"
   say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
@@ -196,6 +234,7 @@ done
 for component in "${!component_pid[@]}"; do  # its environments never got to pytest
   component_ready "$component"
 done
+stack_ready
 say "summary:"
 for line in "${summary[@]}"; do say "    $line"; done
 if ((failed)); then exit 1; fi
