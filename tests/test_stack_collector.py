@@ -113,6 +113,9 @@ def test_config_starts_healthy_and_stops(name: str, tmp_path: Path,
         collector.stop()
     assert collector.process.popen is not None
     assert collector.process.popen.returncode == 0, collector.process.tail()
+    # The agent tier alone: its load_balancing exporter dials the two gateways, which
+    # this test does not start (test_stack_scaleout.py runs the tiers together).
+    refused = "connect: connection refused" if name == "gateway.yaml" else "\0"
     bad = [line for line in collector.process.text().splitlines()
-           if BAD_LINE.search(line) and not line.startswith("=====")]
+           if BAD_LINE.search(line) and not line.startswith("=====") and refused not in line]
     assert not bad, "\n".join(bad)

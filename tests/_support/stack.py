@@ -133,6 +133,7 @@ class Process:
     log: Path
     env: dict[str, str] | None = None
     cwd: Path | None = None
+    stdin_pipe: bool = False  # a pipe held open until stop (programs that exit on EOF)
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -143,13 +144,17 @@ class Process:
             out.write(f"\n===== start {self.starts}: {' '.join(self.argv)}\n".encode())
             out.flush()
             self.popen = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                self.argv, stdin=subprocess.PIPE if self.stdin_pipe else subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT,
                 env=self.env, cwd=self.cwd, preexec_fn=_PREEXEC)
 
     def stop(self, timeout: float = 15.0) -> None:
         proc = self.popen
         if proc is None or proc.poll() is not None:
             return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         proc.terminate()
         try:
             proc.wait(timeout=timeout)
@@ -345,7 +350,7 @@ class Jaeger:
 
         status, doc = self.get("/api/v3/traces", **{
             "query.service_name": service, "query.start_time_min": rfc3339(now - since_s),
-            "query.start_time_max": rfc3339(now + 60), "query.num_traces": "1000"})
+            "query.start_time_max": rfc3339(now + 60), "query.num_traces": "10000"})
         if status == 404:
             return []
         assert status == 200, (status, doc)
