@@ -17,6 +17,7 @@ from _support.calls import MODEL, MODES, TOOL
 from _support.digest_key import keyed_hex
 from _support.telemetry import TelemetryHarness, all_exported_text, assert_cut_to
 
+from otelmw.config.settings import load
 from otelmw.telemetry import ContentPolicy, default_redactor, digest, digests, set_redactor
 from otelmw.telemetry.content import (
     EVENT_ONLY,
@@ -302,32 +303,33 @@ def test_set_redactor_custom_and_restore(harnesses: list[TelemetryHarness]) -> N
     ("SPAN_ONLY", SPAN_ONLY), ("true", SPAN_ONLY), ("span_only", SPAN_ONLY),
     ("EVENT_ONLY", EVENT_ONLY), (" SPAN_AND_EVENT ", SPAN_AND_EVENT),
 ])
-def test_content_policy_from_env(monkeypatch: pytest.MonkeyPatch, raw: str | None,
-                                 expected: str) -> None:
+def test_content_policy_from_the_environments_settings(
+        monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: str) -> None:
     monkeypatch.delenv("OTELMW_CONTENT_MAX_LENGTH", raising=False)
     if raw is None:
         monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
     else:
         monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raw)
-    assert ContentPolicy.from_env() == ContentPolicy(expected, 4096)
+    assert ContentPolicy.from_settings(load()) == ContentPolicy(expected, 4096)
 
 
 @pytest.mark.parametrize("typo", ["SPAN_ONYL", "span-only", "yes", "EVENTS"])
-def test_content_policy_from_env_rejects_typo(monkeypatch: pytest.MonkeyPatch,
+def test_content_policy_settings_reject_a_typo(monkeypatch: pytest.MonkeyPatch,
                                               typo: str) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", typo)
     with pytest.raises(ValueError, match="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
-        ContentPolicy.from_env()
+        ContentPolicy.from_settings(load())
 
 
-def test_content_policy_max_length_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_content_policy_max_length_from_the_environments_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     monkeypatch.setenv("OTELMW_CONTENT_MAX_LENGTH", "100")
-    assert ContentPolicy.from_env() == ContentPolicy(SPAN_ONLY, 100)
+    assert ContentPolicy.from_settings(load()) == ContentPolicy(SPAN_ONLY, 100)
     for bad in ("lots", "8"):
         monkeypatch.setenv("OTELMW_CONTENT_MAX_LENGTH", bad)
         with pytest.raises(ValueError, match="OTELMW_CONTENT_MAX_LENGTH"):
-            ContentPolicy.from_env()
+            ContentPolicy.from_settings(load())
 
 
 # ---------------------------------------------------------------- digests

@@ -131,7 +131,10 @@ class TurnSpans:
             if content is not None:
                 _show_turn_content(span, content)
             span.end()
-            self.inst.agent_duration.record(perf_counter() - token.start, mattrs)
+            # The turn's context is detached already: name its span, so the point
+            # carries the exemplar (trace id) that links a dashboard to the trace.
+            self.inst.agent_duration.record(perf_counter() - token.start, mattrs,
+                                            context=set_span_in_context(span))
         except Exception as exc:
             self.signals.internal_failure("turn_finished", exc)
 
