@@ -27,33 +27,20 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metric
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from _support import (
-    DataPoint,
     LocalHandler,
     LocalHTTPServer,
     RawRequest,
-    ReceivedEvent,
     ReceivedLog,
     ReceivedMetric,
     ReceivedSpan,
-    decode_any_value,
-    decode_attributes,
     decode_otlp,
     free_port,
     hex_ids_to_base64,
 )
 
-__all__ = [
-    "DataPoint",
-    "OtlpReceiver",
-    "RawRequest",
-    "ReceivedEvent",
-    "ReceivedLog",
-    "ReceivedMetric",
-    "ReceivedSpan",
-    "decode_any_value",
-    "decode_attributes",
-    "free_port",
-]
+# The decoded data model lives in ``_support``; callers import it from there. These are
+# the names callers take from this module.
+__all__ = ["OtlpReceiver", "ReceivedLog", "ReceivedSpan", "free_port"]
 
 Signal = Literal["traces", "logs", "metrics"]
 Protocol = Literal["grpc", "http"]
