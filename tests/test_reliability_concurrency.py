@@ -9,6 +9,7 @@ every span started is ended exactly once. In-memory exporters, no global provide
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 from _support.telemetry import ObservedPipeline
+from _support.threads import run_in_threads
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otelmw import PluginManager
@@ -117,7 +119,6 @@ def test_64_threads_no_orphans_no_cross_parenting(h: ObservedPipeline, tmp_path:
     pipe = h.pipeline
     hop = ThreadPoolExecutor(max_workers=8)  # tool calls that hop to another thread
     start = threading.Barrier(THREADS)
-    errors: list[BaseException] = []
 
     def worker(t: int) -> None:
         start.wait()
@@ -136,17 +137,7 @@ def test_64_threads_no_orphans_no_cross_parenting(h: ObservedPipeline, tmp_path:
                 if rnd.random() < 0.3:
                     time.sleep(0)
 
-    def guarded(t: int) -> None:
-        try:
-            worker(t)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(t,)) for t in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = run_in_threads((functools.partial(worker, t) for t in range(THREADS)), timeout=60)
     hop.shutdown()
     assert not errors, errors[:3]
     spans = h.spans()

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
+from _support.threads import run_in_threads
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
@@ -397,11 +398,7 @@ def test_concurrent_exports_are_all_recorded(rx: OtlpReceiver) -> None:
 
         return run
 
-    threads = [threading.Thread(target=emit(p, i)) for p in ("grpc", "http") for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert run_in_threads(emit(p, i) for p in ("grpc", "http") for i in range(8)) == []
     spans = rx.wait_for_spans(16)
     assert _names(spans) == sorted(f"{p}-{i}" for p in ("grpc", "http") for i in range(8))
     assert rx.request_counts == {("traces", "grpc"): 8, ("traces", "http"): 8}

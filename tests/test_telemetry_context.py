@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from _support.calls import MODEL, MODES, OPS, TOOL, minimal_payload, named, run_call
 from _support.telemetry import TelemetryHarness, is_child, op_span_name, parent_id
+from _support.threads import run_in_threads
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -39,6 +41,15 @@ def worker(h: TelemetryHarness, label: str) -> Callable[[], str]:
     return work
 
 
+def assert_parented_to_call(h: TelemetryHarness, op: str, execute: Callable[[Any], str],
+                            labels: list[str]) -> None:
+    """Run ``op`` with ``execute`` as its base; every span in ``labels`` is the call's child."""
+    run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
+    top = h.one(op_span_name(op))
+    for label in labels:
+        assert is_child(h.one(label), top)
+
+
 # ---------------------------------------------------------------- thread pools
 @pytest.mark.parametrize("op", OPS)
 def test_thread_pool_work_parents_to_call_after_instrument_threads(
@@ -52,10 +63,7 @@ def test_thread_pool_work_parents_to_call_after_instrument_threads(
             assert [f.result() for f in futures] == [f"pooled {i}" for i in range(6)]
             return "done"
 
-        run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
-    top = h.one(op_span_name(op))
-    for i in range(6):
-        assert is_child(h.one(f"pooled {i}"), top)
+        assert_parented_to_call(h, op, execute, [f"pooled {i}" for i in range(6)])
 
 
 def test_thread_pool_created_inside_call_does_not_leak_parent(
@@ -89,17 +97,10 @@ def test_run_in_executor_inside_async_call(h: TelemetryHarness, instrumented: No
 def test_bare_thread_parents_to_call_after_instrument_threads(
         h: TelemetryHarness, instrumented: None, op: str) -> None:
     def execute(p: Any) -> str:
-        threads = [threading.Thread(target=worker(h, f"thread {i}")) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        assert run_in_threads(worker(h, f"thread {i}") for i in range(3)) == []
         return "done"
 
-    run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
-    top = h.one(op_span_name(op))
-    for i in range(3):
-        assert is_child(h.one(f"thread {i}"), top)
+    assert_parented_to_call(h, op, execute, [f"thread {i}" for i in range(3)])
 
 
 def test_thread_subclass_with_target_after_instrument_threads(
@@ -145,11 +146,7 @@ def test_carried_callable_can_run_concurrently(h: TelemetryHarness) -> None:
 
     def execute(args: Any) -> str:
         fn = carry(work)  # one carried callable, entered by 4 threads at once
-        threads = [threading.Thread(target=fn, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        assert run_in_threads(functools.partial(fn, i) for i in range(4)) == []
         return "ok"
 
     h.pipeline.run_tool(TOOL, {}, execute)
@@ -330,7 +327,6 @@ def test_32_threads_each_call_has_its_own_trace(
     p.registry.add_middleware("tool_request", named(rewrite, "rewrite"), plugin="x")
     p.registry.add_middleware("tool_execution", named(wrap, "wrap"), plugin="x")
     p.registry.add_middleware("llm_execution", named(wrap, "wrap"), plugin="x")
-    errors: list[BaseException] = []
 
     def base(label: str) -> Callable[[Any], Any]:
         def run(_: Any) -> Any:
@@ -341,19 +337,11 @@ def test_32_threads_each_call_has_its_own_trace(
         return run
 
     def thread_main(i: int) -> None:
-        try:
-            barrier.wait()
-            for op in OPS:
-                run_call(p, mode, op, minimal_payload(op), base(f"{op} base {i}"))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        barrier.wait()
+        for op in OPS:
+            run_call(p, mode, op, minimal_payload(op), base(f"{op} base {i}"))
 
-    threads = [threading.Thread(target=thread_main, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_in_threads(functools.partial(thread_main, i) for i in range(n)) == []
 
     spans = h.spans()
     assert len(spans) == n * (4 + 3)  # tool: op, rewrite, wrap, base; llm: op, wrap, base
@@ -388,11 +376,7 @@ def test_32_threads_each_turn_has_its_own_trace(h: TelemetryHarness) -> None:
                     return {"id": str(i)}
                 run_call(h.pipeline, "sync", op, minimal_payload(op), execute)
 
-    threads = [threading.Thread(target=thread_main, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert run_in_threads(functools.partial(thread_main, i) for i in range(n)) == []
     for i in range(n):
         agent = h.one(f"invoke_agent agent-{i}")
         trace_spans = [s for s in h.spans() if s.context.trace_id == agent.context.trace_id]
