@@ -8,7 +8,7 @@ is back to what it was."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,14 @@ from otelmw.telemetry.content import ContentPolicy
 pytestmark = pytest.mark.timeout(60)
 
 INTERRUPTS = [KeyboardInterrupt, SystemExit, GeneratorExit]
+
+
+def each_interrupt_op_and_mode(test: Callable[..., None]) -> Callable[..., None]:
+    """Parametrize ``test`` over ``exc_type`` x ``op`` x ``mode`` (ids as stacked marks)."""
+    for mark in (pytest.mark.parametrize("mode", MODES), pytest.mark.parametrize("op", OPS),
+                 pytest.mark.parametrize("exc_type", INTERRUPTS)):
+        test = mark(test)
+    return test
 
 
 @pytest.fixture
@@ -38,9 +46,7 @@ def assert_all_ended(h: ObservedPipeline, expected_names: set[str]) -> None:
     assert h.complaints == []
 
 
-@pytest.mark.parametrize("exc_type", INTERRUPTS)
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@each_interrupt_op_and_mode
 def test_request_middleware_raising_base_exception_ends_its_span(
         h: ObservedPipeline, mode: str, op: str, exc_type: type[BaseException]) -> None:
     raised = exc_type("stop")
@@ -62,9 +68,7 @@ def test_request_middleware_raising_base_exception_ends_its_span(
     assert layer_span.attributes["error.type"] == f"builtins.{exc_type.__qualname__}"
 
 
-@pytest.mark.parametrize("exc_type", INTERRUPTS)
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@each_interrupt_op_and_mode
 def test_execution_wrapper_raising_base_exception_ends_every_span(
         h: ObservedPipeline, mode: str, op: str, exc_type: type[BaseException]) -> None:
     raised = exc_type("stop")
