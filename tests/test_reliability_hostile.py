@@ -18,6 +18,7 @@ normalization and the stock OTLP exporter to a real receiver, in a fresh interpr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -91,6 +92,20 @@ def short_value(i: int) -> Any:
     return ("short", i)
 
 
+def short_circuit(b: str, nxt: Any, p: Any, i: int) -> Any:
+    """"short" answers without next_call; "discard" calls it and drops what it gave (in an
+    async call that awaitable is never awaited, so downstream never runs)."""
+    if b == "discard":
+        nxt(p)
+    return short_value(i)
+
+
+def reuse_refused(nxt: Any, p: Any) -> None:
+    """A second next_call, which the pipeline refuses; the middleware catches the refusal."""
+    with contextlib.suppress(NextCallReusedError):
+        nxt(p)
+
+
 def make_exec(kind: str, key: str, i: int, b: str, mode: str) -> Any:
     """The callback for behaviour ``b`` at position ``i`` (sync or async flavour)."""
     if b == "coroutine":  # an ``async def`` callback; in a sync call it is a failure
@@ -105,6 +120,8 @@ def make_exec(kind: str, key: str, i: int, b: str, mode: str) -> Any:
     if mode == "sync":
         def cb(**kw: Any) -> Any:
             nxt, p = kw["next_call"], kw[key]
+            if b in ("short", "discard"):
+                return short_circuit(b, nxt, p, i)
             if b == "pass":
                 return nxt(p)
             if b == "no_arg":
@@ -120,16 +137,8 @@ def make_exec(kind: str, key: str, i: int, b: str, mode: str) -> Any:
                 return r
             if b == "twice_catch":
                 r = nxt(p)
-                try:
-                    nxt(p)
-                except NextCallReusedError:
-                    pass
+                reuse_refused(nxt, p)
                 return r
-            if b == "short":
-                return short_value(i)
-            if b == "discard":
-                nxt(p)
-                return short_value(i)
             if b == "swallow":
                 try:
                     return nxt(p)
@@ -152,6 +161,8 @@ def make_exec(kind: str, key: str, i: int, b: str, mode: str) -> Any:
 
     async def acb(**kw: Any) -> Any:
         nxt, p = kw["next_call"], kw[key]
+        if b in ("short", "discard"):
+            return short_circuit(b, nxt, p, i)
         if b == "pass":
             return await nxt(p)
         if b == "no_arg":
@@ -171,16 +182,8 @@ def make_exec(kind: str, key: str, i: int, b: str, mode: str) -> Any:
             raise AssertionError("unreachable")
         if b == "twice_catch":
             r = await nxt(p)
-            try:
-                nxt(p)
-            except NextCallReusedError:
-                pass
+            reuse_refused(nxt, p)
             return r
-        if b == "short":
-            return short_value(i)
-        if b == "discard":
-            nxt(p)  # handed out, never awaited: downstream never runs
-            return short_value(i)
         if b == "swallow":
             try:
                 return await nxt(p)
