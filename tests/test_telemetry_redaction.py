@@ -134,7 +134,7 @@ def test_the_default_redactor_answers_a_text_seen_before_from_memory() -> None:
     for a text is kept; a redactor of the program's own is asked every time."""
     text = "my password=hunter2 again"
     assert content.redact(text) == f"my password={R} again"
-    assert content._REDACTED.get(text) == f"my password={R} again"
+    assert content._REDACTED.answers.get(text) == f"my password={R} again"
     assert content.redact(text) == f"my password={R} again"
     seen: list[str] = []
 
@@ -150,7 +150,7 @@ def test_the_default_redactor_answers_a_text_seen_before_from_memory() -> None:
     assert seen == [text, text]
     # Bounded: a text too big to be worth keeping is not kept.
     big = "x" * (content.REDACTED_CACHE_CHARS // 16)
-    assert content.redact(big) == big and big not in content._REDACTED
+    assert content.redact(big) == big and big not in content._REDACTED.answers
 
 
 @pytest.fixture

@@ -193,26 +193,38 @@ _redactor: Redactor = default_redactor
 # redactor is a function of its text alone, so a text seen before gets the same answer;
 # a redactor of the program's own is called every time (it may not be). Bounded by the
 # characters held (keys and values; the keys are mostly the host's own strings).
-_REDACTED: dict[str, str] = {}
-_REDACTED_CHARS = 0
 REDACTED_CACHE_CHARS: Final = 1 << 21
 
 
-def _default_redacted(text: str) -> str:
-    global _REDACTED_CHARS
-    if type(text) is not str:  # a subclass may hash and compare as it likes
-        return default_redactor(text)
-    out = _REDACTED.get(text)
-    if out is None:
-        out = default_redactor(text)
-        size = len(text) + len(out)
-        if _REDACTED_CHARS + size > REDACTED_CACHE_CHARS:
-            _REDACTED.clear()
-            _REDACTED_CHARS = 0
-        if size <= REDACTED_CACHE_CHARS // 16:
-            _REDACTED[text] = out
-            _REDACTED_CHARS += size
-    return out
+class _RedactionMemory:
+    """Process-wide runtime state: the default redactor's answers by text, and the
+    characters they hold (never rebound, so ``configure()`` leaves module globals as
+    they were; ``tests/test_setup_configure.py``)."""
+
+    __slots__ = ("answers", "chars")
+
+    def __init__(self) -> None:
+        self.answers: dict[str, str] = {}
+        self.chars = 0
+
+    def redacted(self, text: str) -> str:
+        if type(text) is not str:  # a subclass may hash and compare as it likes
+            return default_redactor(text)
+        out = self.answers.get(text)
+        if out is None:
+            out = default_redactor(text)
+            size = len(text) + len(out)
+            if self.chars + size > REDACTED_CACHE_CHARS:
+                self.answers.clear()
+                self.chars = 0
+            if size <= REDACTED_CACHE_CHARS // 16:
+                self.answers[text] = out
+                self.chars += size
+        return out
+
+
+_REDACTED = _RedactionMemory()
+_default_redacted = _REDACTED.redacted  # bound once: no extra frame per text
 
 
 def redact(text: str) -> str:
