@@ -429,35 +429,3 @@ def test_sync_post_tool_call_hook_fires_for_malformed_arguments_sync() -> None:
     result = run_call(p, "sync", "tool", "{not json", lambda a: pytest.fail("tool must not run"))
     assert isinstance(result, str) and result.startswith("Tool Error: ")
     assert done == ["error"]
-
-
-def test_a_host_adapter_runs_a_hook_points_callbacks_and_reports_the_firing_itself(
-        caplog: pytest.LogCaptureFixture) -> None:
-    """``run_hook_callbacks``: what a host adapter (Hermes') uses to run its plugins'
-    callbacks through otelmw's fail-open rules when it reports the firing itself: the
-    kept results in order, and how many failed, each counted and warned once."""
-    from otelmw.core.failures import FailureLog
-    from otelmw.core.hooks import run_hook_callbacks
-    from otelmw.core.registry import make_layer
-
-    seen: list[dict[str, Any]] = []
-
-    def first(**kw: Any) -> str:
-        seen.append(kw)
-        return "one"
-
-    def broken(**kw: Any) -> str:
-        raise ValueError("broken hook")
-
-    def silent(**kw: Any) -> None:
-        return None
-
-    failures = FailureLog()
-    layers = tuple(make_layer("pre_tool_call", cb, "plug") for cb in (first, broken, silent,
-                                                                      first))
-    ran = run_hook_callbacks(layers, {"tool_name": "t", "args": {}}, failures)
-    assert ran.results == ["one", "one"] and ran.failed == 1
-    assert seen == [{"tool_name": "t", "args": {}}] * 2
-    assert failures.total() == 1
-    assert "broken hook" in caplog.text and "plug.broken" in caplog.text
-    assert run_hook_callbacks((), {}, failures) == ([], 0)

@@ -14,14 +14,14 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .callstate import discard_awaitable
 from .contract import CallInfo
 from .failures import HOOK, FailureLog, describe, signature_mismatch_hint
 from .registry import Layer
 from .seam import PipelineObserver
-from .steps import Steps, drive
+from .steps import Steps
 
 
 def _record(failures: FailureLog, layer: Layer, message: str, exc: BaseException | None,
@@ -123,24 +123,6 @@ def hook_steps(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
     for layer in layers:
         yield from firing.steps(layer, awaits)
     return firing.done(obs, call, hook_name, layers)
-
-
-class HookCallbacksRun(NamedTuple):
-    """What one hook point's callbacks gave (``run_hook_callbacks``)."""
-
-    results: list[Any]  # their non-None results, in order
-    failed: int  # how many failed (each recorded in the failure log)
-
-
-def run_hook_callbacks(layers: tuple[Layer, ...], payload: dict[str, Any],
-                       failures: FailureLog, pick: Pick | None = None) -> HookCallbacksRun:
-    """``hook_steps`` without reporting the firing to an observer: for a host adapter
-    that reports the host's own firing itself (with the host's payload, in the context
-    of the call it belongs to)."""
-    firing = _Firing(failures, payload, pick)
-    for layer in layers:
-        drive(firing.steps, layer, False)
-    return HookCallbacksRun(firing.results, firing.failed)
 
 
 Pick = Callable[[Any], Any]

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeAlias, TypeVar
 
-from . import callstate, seam
+from . import callstate, contract, seam
 from .contract import CallInfo
 from .failures import INSTRUMENTATION, describe
 from .payloads import changed_keys
@@ -222,11 +222,10 @@ def unopened_call(call: CallInfo, pipeline: Pipeline | None = None) -> HostCall:
 
 # ----------------------------------------------------------------- nested calls
 
-def current_llm_call() -> CallInfo | None:
-    """The model call the pipeline (or a host adapter) runs in this context: a
-    provider SDK call under it enriches it (``enrich_llm_call``) instead of opening a
-    second ``chat`` span."""
-    return callstate.current_llm_call()
+# The model call the pipeline (or a host adapter) runs in this context: a provider SDK
+# call under it enriches it (``enrich_llm_call``) instead of opening a second ``chat``
+# span. The contract's own accessor, not a wrapper of it: every SDK call asks.
+current_llm_call = contract.current_llm_call
 
 
 @contextmanager
