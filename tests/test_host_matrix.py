@@ -22,12 +22,23 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 ENV_FILES = sorted((ROOT / "scripts" / "envs").glob("*.txt"))
+# host -> the package whose releases its range declares
 PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agent",
-            "praisonai": "praisonaiagents"}
+            "praisonai": "praisonaiagents", "litellm": "litellm", "langchain": "langchain",
+            "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents"}
+# host -> packages pinned beside it in an environment that provides it (the parts of the
+# host a user installs with it; their releases are what the pinned package resolves to)
+COMPANIONS = {"langchain": {"langchain-openai", "langgraph"}}
 INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "anthropic": "otelmw.instrumentation.anthropic:AnthropicInstrumentor",
                  "hermes": "otelmw.instrumentation.hermes:HermesInstrumentor",
-                 "praisonai": "otelmw.instrumentation.praisonai:PraisonAIInstrumentor"}
+                 "praisonai": "otelmw.instrumentation.praisonai:PraisonAIInstrumentor",
+                 "litellm": "otelmw.instrumentation.litellm:LiteLLMInstrumentor",
+                 "langchain": "otelmw.instrumentation.langchain:LangChainInstrumentor",
+                 "mcp": "otelmw.instrumentation.mcp:MCPInstrumentor",
+                 "pydantic-ai": "otelmw.instrumentation.pydantic_ai:PydanticAIInstrumentor",
+                 "openai-agents":
+                     "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:
@@ -72,7 +83,8 @@ def test_every_host_is_tested_in_some_environment() -> None:
     for f in ENV_FILES:  # an env provides what it installs, and only that
         provided = header(f, "hosts")
         assert provided <= HOST_MODULES.keys(), f.name
-        assert {PACKAGES[h] for h in provided} == set(env_pins(f)), f.name
+        assert {p for h in provided for p in {PACKAGES[h], *COMPANIONS.get(h, ())}} \
+            == set(env_pins(f)), f.name
         assert header(f, "only") <= provided, f.name
 
 

@@ -40,6 +40,11 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "anthropic": ("anthropic",),
     "hermes": ("run_agent", "hermes_cli"),  # hermes-agent
     "praisonai": ("praisonaiagents",),
+    "litellm": ("litellm",),
+    "langchain": ("langchain", "langchain_openai", "langgraph"),
+    "mcp": ("mcp",),
+    "pydantic-ai": ("pydantic_ai",),
+    "openai-agents": ("agents",),
 }
 
 
