@@ -24,6 +24,7 @@ from _support.calls import (
     PLUGIN,
     REQUEST_KIND,
     BaseCall,
+    each_mode_and_op,
     host_payload,
     named,
     run_call,
@@ -32,46 +33,54 @@ from _support.garbage import cyclic_garbage
 
 from otelmw import NextCallReusedError, Pipeline, PluginManager
 
+EACH_MODE_AND_KIND = each_mode_and_op("kind")
+
 Body = Callable[[dict[str, Any]], Generator[Any, Any, Any]]
+
+
+BODY_DONE = object()  # what ``BodyRun.next_payload`` gives once the body has returned
+
+
+class BodyRun:
+    """One run of a generator body: each value it yields is a ``next_call`` payload, and
+    what that call returned (or raised) goes back into the body."""
+
+    def __init__(self, body: Body, kw: dict[str, Any]) -> None:
+        self.gen, self.reply, self.error = body(kw), None, None
+        self.result: Any = None
+
+    def next_payload(self) -> Any:
+        """The next payload, or ``BODY_DONE`` once the body returned (its ``result``)."""
+        reply, error, self.reply, self.error = self.reply, self.error, None, None
+        try:
+            return self.gen.throw(error) if error is not None else self.gen.send(reply)
+        except StopIteration as stop:
+            self.result = stop.value
+            return BODY_DONE
 
 
 def exec_mw(mode: str, name: str, body: Body) -> Any:
     """Turn a generator body into a sync or ``async def`` execution middleware."""
-    if mode == "sync":
 
-        def cb(**kw: Any) -> Any:
-            gen = body(kw)
-            send: Any = None
-            throw: BaseException | None = None
-            while True:
-                try:
-                    payload = gen.throw(throw) if throw is not None else gen.send(send)
-                except StopIteration as stop:
-                    return stop.value
-                send, throw = None, None
-                try:
-                    send = kw["next_call"](payload)
-                except Exception as exc:
-                    throw = exc
+    def cb(**kw: Any) -> Any:
+        run = BodyRun(body, kw)
+        while (payload := run.next_payload()) is not BODY_DONE:
+            try:
+                run.reply = kw["next_call"](payload)
+            except Exception as exc:
+                run.error = exc
+        return run.result
 
-    else:
+    async def acb(**kw: Any) -> Any:
+        run = BodyRun(body, kw)
+        while (payload := run.next_payload()) is not BODY_DONE:
+            try:
+                run.reply = await kw["next_call"](payload)
+            except Exception as exc:
+                run.error = exc
+        return run.result
 
-        async def cb(**kw: Any) -> Any:
-            gen = body(kw)
-            send: Any = None
-            throw: BaseException | None = None
-            while True:
-                try:
-                    payload = gen.throw(throw) if throw is not None else gen.send(send)
-                except StopIteration as stop:
-                    return stop.value
-                send, throw = None, None
-                try:
-                    send = await kw["next_call"](payload)
-                except Exception as exc:
-                    throw = exc
-
-    return named(cb, name)
+    return named(cb if mode == "sync" else acb, name)
 
 
 def otelmw_records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
@@ -108,8 +117,7 @@ def key_of(kw: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------ nesting
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_execution_middleware_nests_first_registered_outermost(mode: str, kind: str) -> None:
     p = Pipeline()
     log: list[str] = []
@@ -122,8 +130,7 @@ def test_execution_middleware_nests_first_registered_outermost(mode: str, kind: 
     assert p.failures.total() == 0
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_next_call_with_modified_payload_passes_it_down(mode: str, kind: str) -> None:
     p = Pipeline()
     key, orig = PAYLOAD_KEY[kind], ORIGINAL_KEY[kind]
@@ -151,8 +158,7 @@ def test_next_call_with_modified_payload_passes_it_down(mode: str, kind: str) ->
 # ------------------------------------------------------------------ next_call reuse
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_second_next_call_raises_next_call_reused_error_inside_middleware(
     mode: str, kind: str
 ) -> None:
@@ -176,8 +182,7 @@ def test_second_next_call_raises_next_call_reused_error_inside_middleware(
     assert p.failures.total() == 0
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_uncaught_second_next_call_keeps_downstream_result(mode: str, kind: str) -> None:
     p = Pipeline()
     key = PAYLOAD_KEY[kind]
@@ -198,8 +203,7 @@ def test_uncaught_second_next_call_keeps_downstream_result(mode: str, kind: str)
 # ------------------------------------------------------------------- short-circuit
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_not_calling_next_call_short_circuits(mode: str, kind: str) -> None:
     p = Pipeline()
     log: list[str] = []
@@ -219,8 +223,7 @@ def test_not_calling_next_call_short_circuits(mode: str, kind: str) -> None:
 
 
 @pytest.mark.parametrize("keeper_at", ["outer", "last"])
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_next_call_kept_beyond_its_call_still_runs_the_rest_once(
         mode: str, kind: str, keeper_at: str) -> None:
     """A middleware may keep ``next_call`` and call it after its call returned
@@ -255,8 +258,7 @@ def test_next_call_kept_beyond_its_call_still_runs_the_rest_once(
     assert len(base.calls) == 1
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
         mode: str, kind: str) -> None:
     """The chain's closures refer to each other; left so, every call would end
@@ -284,8 +286,7 @@ def test_calls_through_the_execution_chain_leave_no_cyclic_garbage(
 # ----------------------------------------------------------- raising before / after
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -309,8 +310,7 @@ def test_raise_before_next_call_skips_layer_rest_and_base_still_run(
     assert len(recs) == 1 and "broken before next_call" in recs[0].getMessage()
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_raise_after_next_call_keeps_downstream_result_and_runs_nothing_twice(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -343,8 +343,7 @@ class DownstreamError(Exception):
     pass
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_downstream_failure_reaches_host_and_outer_middleware_as_same_object(
     mode: str, kind: str
 ) -> None:
@@ -381,8 +380,7 @@ def test_downstream_failure_reaches_host_and_outer_middleware_as_same_object(
         assert len(seen_by_hook) == 1 and seen_by_hook[0] is error
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_downstream_failure_with_retry_via_second_next_call_still_surfaces_original(
     mode: str, kind: str
 ) -> None:
@@ -497,8 +495,11 @@ def test_identical_failure_warns_once_counts_every_call_and_reload_resets(
 # ------------------------------------------------------------------------ streaming
 
 
-@pytest.mark.parametrize("kind", OPS)
-def test_sync_generator_passes_through_execution_middleware_unconsumed_sync(kind: str) -> None:
+@EACH_MODE_AND_KIND
+def test_sync_generator_passes_through_execution_middleware_unconsumed(
+        mode: str, kind: str) -> None:
+    """On either path a sync generator the base call returns reaches the host unpulled
+    (with a request rewrite on the sync path, none on the async one)."""
     p = Pipeline()
     pulled: list[int] = []
 
@@ -507,9 +508,11 @@ def test_sync_generator_passes_through_execution_middleware_unconsumed_sync(kind
             pulled.append(i)
             yield i
 
-    add_exec(p, kind, "sync", "wrap", recorder([], "wrap"))
-    p.registry.add_middleware(REQUEST_KIND[kind], named(lambda **kw: None, "noop"), plugin=PLUGIN)
-    result = run_call(p, "sync", kind, host_payload(), lambda payload: stream(), raise_errors=True)
+    add_exec(p, kind, mode, "wrap", recorder([], "wrap"))
+    if mode == "sync":
+        p.registry.add_middleware(REQUEST_KIND[kind], named(lambda **kw: None, "noop"),
+                                  plugin=PLUGIN)
+    result = run_call(p, mode, kind, host_payload(), lambda payload: stream(), raise_errors=True)
     assert pulled == []
     assert list(result) == [0, 1, 2]
     assert pulled == [0, 1, 2]
@@ -545,19 +548,3 @@ def test_async_generator_passes_through_execution_middleware_unconsumed_async(ki
     assert before == []
     assert items == [0, 1, 2]
     assert pulled == [0, 1, 2]
-
-
-@pytest.mark.parametrize("kind", OPS)
-def test_sync_generator_passes_through_execution_middleware_unconsumed_async(kind: str) -> None:
-    p = Pipeline()
-    pulled: list[int] = []
-
-    def stream() -> Generator[int, None, None]:
-        for i in range(3):
-            pulled.append(i)
-            yield i
-
-    add_exec(p, kind, "async", "wrap", recorder([], "wrap"))
-    result = run_call(p, "async", kind, host_payload(), lambda payload: stream(), raise_errors=True)
-    assert pulled == []
-    assert list(result) == [0, 1, 2]

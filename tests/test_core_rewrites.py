@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from _support.calls import (
-    MODES,
     OPS,
     ORIGINAL_KEY,
     PAYLOAD_KEY,
@@ -25,12 +24,15 @@ from _support.calls import (
     BaseCall,
     add_rewrite,
     callback,
+    each_mode_and_op,
     host_payload,
     named,
     run_call,
 )
 
 from otelmw import Pipeline
+
+EACH_MODE_AND_KIND = each_mode_and_op("kind")
 
 
 def run_with_host_payload(p: Pipeline, mode: str, kind: str) -> BaseCall:
@@ -55,8 +57,7 @@ def add_tag(key: str, tag: str) -> Any:
 # --------------------------------------------------------------------------- order
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_request_middleware_runs_in_registration_order_seeing_effective_and_original(
     mode: str, kind: str
 ) -> None:
@@ -103,8 +104,7 @@ MUTATIONS = {
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_request_middleware_mutating_its_input_cannot_corrupt_original(
     mode: str, kind: str, mutation: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -135,8 +135,7 @@ def test_request_middleware_mutating_its_input_cannot_corrupt_original(
     assert len(warnings_from_otelmw(caplog)) == 1
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_rewrite_result_cannot_be_corrupted_through_a_retained_reference(
     mode: str, kind: str
 ) -> None:
@@ -162,8 +161,7 @@ def test_rewrite_result_cannot_be_corrupted_through_a_retained_reference(
     assert base.calls == [{**host_payload(), "path": ["rewritten"]}]
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_base_call_mutating_its_payload_does_not_touch_the_original(mode: str, kind: str) -> None:
     """The base gets a plain mutable payload; mutating it leaves the views intact."""
     p = Pipeline()
@@ -193,8 +191,7 @@ def test_base_call_mutating_its_payload_does_not_touch_the_original(mode: str, k
 # ------------------------------------------------------------------ replacement shapes
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_request_rewrite_replaces_payload_completely(mode: str, kind: str) -> None:
     p = Pipeline()
     key = PAYLOAD_KEY[kind]
@@ -206,8 +203,7 @@ def test_request_rewrite_replaces_payload_completely(mode: str, kind: str) -> No
     assert p.failures.total() == 0
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_source_and_reason_become_a_middleware_trace_entry(mode: str, kind: str) -> None:
     p = Pipeline()
     key = PAYLOAD_KEY[kind]
@@ -230,8 +226,7 @@ def test_source_and_reason_become_a_middleware_trace_entry(mode: str, kind: str)
     ]
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_request_middleware_returning_none_changes_nothing(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -268,8 +263,7 @@ def bad_returns(key: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("bad", sorted(bad_returns("request")))
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_bad_return_shape_is_counted_logged_and_leaves_payload_unchanged(
     mode: str, kind: str, bad: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -300,8 +294,7 @@ def test_bad_return_shape_is_counted_logged_and_leaves_payload_unchanged(
     assert list(traces[0]) == []
 
 
-@pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_KIND
 def test_raising_request_middleware_fails_open(
     mode: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -230,6 +230,13 @@ def test_plugin_reload_hammered_during_calls(h: ObservedPipeline, tmp_path: Path
             with lock:
                 counts["reload"] += 1
 
+    def turns_done(n: int) -> int:
+        """Counts ``n`` finished turns (one LLM and one tool call each); returns ``n``."""
+        with lock:
+            counts["llm"] += n
+            counts["tool"] += n
+        return n
+
     def caller(t: int) -> None:
         k = 0
         while not stop.is_set():
@@ -243,10 +250,7 @@ def test_plugin_reload_hammered_during_calls(h: ObservedPipeline, tmp_path: Path
             except BaseException as exc:  # pragma: no cover
                 errors.append(exc)
                 return
-            with lock:
-                counts["llm"] += 1
-                counts["tool"] += 1
-            k += 1
+            k += turns_done(1)
 
     async def acaller() -> None:
         async def atool(args: Any) -> Any:
@@ -267,10 +271,7 @@ def test_plugin_reload_hammered_during_calls(h: ObservedPipeline, tmp_path: Path
             except BaseException as exc:  # pragma: no cover
                 errors.append(exc)
                 return
-            with lock:
-                counts["llm"] += 20
-                counts["tool"] += 20
-            k += 20
+            k += turns_done(20)
 
     threads = [threading.Thread(target=hammer, args=(s,)) for s in range(2)]
     threads += [threading.Thread(target=caller, args=(t,)) for t in range(16)]

@@ -22,6 +22,7 @@ from _support.calls import (
     PLUGIN,
     REQUEST_KIND,
     TOOL,
+    each_mode_and_op,
     named,
     run_call,
 )
@@ -51,6 +52,8 @@ from otelmw.telemetry import digest
 
 pytestmark = pytest.mark.timeout(60)
 
+EACH_MODE_AND_OP = each_mode_and_op("op")
+
 
 class ProviderDownError(Exception):
     """A host-defined error: error.type must be its fully qualified name."""
@@ -70,8 +73,7 @@ def assert_layer_attrs(span: Any, kind: str, i: int, prefix: str, outcome: str) 
 
 
 # ------------------------------------------------------------------ no middleware
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_no_middleware_yields_exactly_one_span(h: TelemetryHarness, mode: str, op: str) -> None:
     base = host_base(h, op, span=False)
     result = run_call(h.pipeline, mode, op, payload_for(op), base.in_mode(mode))
@@ -95,8 +97,7 @@ def test_no_middleware_yields_exactly_one_span(h: TelemetryHarness, mode: str, o
     assert "error.type" not in span.attributes
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_base_call_span_is_child_of_operation_without_middleware(
         h: TelemetryHarness, mode: str, op: str) -> None:
     run_call(h.pipeline, mode, op, payload_for(op), host_base(h, op).in_mode(mode))
@@ -105,8 +106,7 @@ def test_base_call_span_is_child_of_operation_without_middleware(
 
 # ------------------------------------------------------------------ request rewrites
 @pytest.mark.parametrize("n", [1, 3])
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_rewrite_spans_are_children_of_operation_span(
         h: TelemetryHarness, mode: str, op: str, n: int) -> None:
     add_rewriters(h, mode, op, ["rewrite"] * n)
@@ -131,8 +131,7 @@ def test_rewrite_spans_are_children_of_operation_span(
     assert base.calls == [expected]
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_rewrite_outcomes_rewritten_unchanged_failed(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["none", "rewrite", "raise", "bad"])
@@ -168,8 +167,7 @@ def test_rewrite_outcomes_rewritten_unchanged_failed(
 
 # ------------------------------------------------------------------ execution wrappers
 @pytest.mark.parametrize("n", [1, 3])
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_execution_wrapper_spans_nest_outermost_first(
         h: TelemetryHarness, mode: str, op: str, n: int) -> None:
     add_wrappers(h, mode, op, ["pass"] * n)
@@ -188,8 +186,7 @@ def test_execution_wrapper_spans_nest_outermost_first(
     assert len({s.context.trace_id for s in spans}) == 1
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_rewrites_and_wrappers_together_three_each(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["rewrite"] * 3)
@@ -207,8 +204,7 @@ def test_rewrites_and_wrappers_together_three_each(
     assert h.one(rw_name(op, 2)).end_time <= h.one(w_name(op, 0)).start_time
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_wrapper_short_circuit(h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "short", "pass"])
     base = host_base(h, op)
@@ -224,8 +220,7 @@ def test_wrapper_short_circuit(h: TelemetryHarness, mode: str, op: str) -> None:
     assert is_unset(w1) and is_unset(top)
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_wrapper_failed_before_next_makes_next_a_sibling(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "before", "pass"])
@@ -247,8 +242,7 @@ def test_wrapper_failed_before_next_makes_next_a_sibling(
     assert is_unset(top)
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_outermost_wrapper_failed_before_next_sibling_under_operation(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["before", "pass"])
@@ -259,8 +253,7 @@ def test_outermost_wrapper_failed_before_next_sibling_under_operation(
     assert is_child(h.one("base"), w1)
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_wrapper_failed_after_next_keeps_result(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "after"])
@@ -275,8 +268,7 @@ def test_wrapper_failed_after_next_keeps_result(
     assert is_unset(top)
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_wrapper_error_outcome_when_downstream_raises(
         h: TelemetryHarness, mode: str, op: str) -> None:
     add_wrappers(h, mode, op, ["pass", "pass"])
@@ -300,8 +292,7 @@ def test_wrapper_error_outcome_when_downstream_raises(
         assert top.attributes["otelmw.result.error_message"] == "provider down"
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_base_error_without_middleware_sets_error_type(
         h: TelemetryHarness, mode: str, op: str) -> None:
     base = host_base(h, op, span=False, raises=ValueError("nope"))
@@ -518,8 +509,7 @@ def _by(points: list[Any], *keys: str) -> dict[tuple[Any, ...], Any]:
     return {tuple(p.attributes.get(k) for k in keys): p for p in points}
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_middleware_metrics(h: TelemetryHarness, mode: str, op: str) -> None:
     add_rewriters(h, mode, op, ["rewrite", "raise"])
     add_wrappers(h, mode, op, ["before", "pass"])
@@ -934,8 +924,7 @@ def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch)
         TelemetryObserver()
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("mode", MODES)
+@EACH_MODE_AND_OP
 def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garbage(
         mode: str, op: str) -> None:
     """A traced call (rewrite + wrapper spans, hook events as log records, metrics)

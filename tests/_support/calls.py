@@ -16,6 +16,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from otelmw import Pipeline
 
 SYNC = "sync"
@@ -36,6 +38,12 @@ LLM_HOOKS = ["pre_api_request", "post_api_request", "api_request_error"]
 TOOL_HOOKS = ["pre_tool_call", "post_tool_call", "transform_tool_result"]
 ALL_HOOKS = LLM_HOOKS + TOOL_HOOKS
 OP_HOOKS = {LLM: LLM_HOOKS, TOOL_CALL: TOOL_HOOKS}
+
+
+def each_mode_and_op(op_argname: str = "op") -> pytest.MarkDecorator:
+    """Parametrizes a test over every mode and operation, as ``mode`` and ``op_argname``
+    (ids ``sync-llm``, ``async-llm``, ``sync-tool``, ``async-tool``)."""
+    return pytest.mark.parametrize(("mode", op_argname), [(m, o) for o in OPS for m in MODES])
 
 PLUGIN = "x"  # the plugin every test registration is made under
 MODEL = "gpt-test"

@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -37,6 +37,8 @@ from _support import (
     free_port,
     hex_ids_to_base64,
 )
+
+_T = TypeVar("_T")
 
 # The decoded data model lives in ``_support``; callers import it from there. These are
 # the names callers take from this module.
@@ -255,21 +257,23 @@ class OtlpReceiver:
         return _MESSAGES[signal][1]()
 
     # ---- accessors (all return copies; safe to call from any thread)
-    def spans(self, name: str | None = None) -> list[ReceivedSpan]:
+    def _matching(self, items: list[_T], field: str, wanted: object) -> list[_T]:
+        """The items whose ``field`` is ``wanted`` (all when ``wanted`` is None), copied
+        under the lock."""
         with self._cond:
-            return [s for s in self._spans if name is None or s.name == name]
+            return [x for x in items if wanted is None or getattr(x, field) == wanted]
+
+    def spans(self, name: str | None = None) -> list[ReceivedSpan]:
+        return self._matching(self._spans, "name", name)
 
     def logs(self, event_name: str | None = None) -> list[ReceivedLog]:
-        with self._cond:
-            return [x for x in self._logs if event_name is None or x.event_name == event_name]
+        return self._matching(self._logs, "event_name", event_name)
 
     def metrics(self, name: str | None = None) -> list[ReceivedMetric]:
-        with self._cond:
-            return [m for m in self._metrics if name is None or m.name == name]
+        return self._matching(self._metrics, "name", name)
 
     def raw_requests(self, signal: Signal | None = None) -> list[RawRequest]:
-        with self._cond:
-            return [r for r in self._raw if signal is None or r.signal == signal]
+        return self._matching(self._raw, "signal", signal)
 
     def request_count(self, signal: Signal | None = None, protocol: Protocol | None = None) -> int:
         """Requests that *arrived* (whatever the fault mode then did with them)."""
