@@ -32,12 +32,12 @@ from ..core.contract import CallInfo
 from . import attributes as a
 from .content import ContentPolicy, MessageValue
 from .messages import (
-    OutputCollector,
     newest_input_messages,
     output_messages,
     system_instructions,
     tool_definitions,
 )
+from .responses import OutputSink
 from .spans.operation import OpState, Signals
 from .spans.turn import current_turn_content
 from .values import error_description, error_type
@@ -60,7 +60,7 @@ class ChatMessages(NamedTuple):
 
 
 def chat_messages(content: ContentPolicy, request: Any, response: Any,
-                  collected: OutputCollector | None = None, *,
+                  collected: OutputSink | None = None, *,
                   with_request_extras: bool = True,
                   rendered: ChatMessages | None = None) -> ChatMessages:
     """The input and output messages of one chat call and, ``with_request_extras``,
@@ -117,7 +117,7 @@ class InferenceEvents:
 
     def chat_ended(self, call: CallInfo, op: OpState, response: Any,
                    error: BaseException | None,
-                   collected: OutputCollector | None = None) -> None:
+                   collected: OutputSink | None = None) -> None:
         """The chat span of ``op`` ended (with ``response`` or ``error``; ``collected``:
         the output messages its facts collected, whole or streamed)."""
         try:

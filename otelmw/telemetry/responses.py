@@ -7,10 +7,19 @@ Anthropic messages, their stream chunks/events, Hermes' SimpleNamespace).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .messages import OutputCollector
+
+class OutputSink(Protocol):
+    """Where a response's output messages are collected when content is captured
+    (``messages.OutputCollector``; declared here so the extractors need not import the
+    message renderer, which imports them)."""
+
+    def add_response(self, response: Any) -> None: ...
+
+    def add_chunk(self, chunk: Any) -> None: ...
+
+    def messages(self) -> list[Any]: ...
 
 
 def get(obj: Any, key: str) -> Any:
@@ -60,7 +69,7 @@ class ResponseFacts:
     system_fingerprint: str | None = None
     chunks: int = 0
     # The output messages, collected only when content is captured (else None).
-    output: OutputCollector | None = None
+    output: OutputSink | None = None
 
     def add_usage(self, usage: Any) -> None:
         if usage is None:
