@@ -17,7 +17,7 @@ from .core.contract import runtime_context
 from .core.memory import ListMemoryAdapter
 from .core.pipeline import Pipeline
 from .core.plugins import PluginContext
-from .core.results import MiddlewareContext, NormalizedToolResult, RuntimeMiddlewareRegistry
+from .core.results import MiddlewareContext, NormalizedToolResult, NormalizerRegistry
 
 DEMO_RUNTIME = "demo_harness"
 DEMO_MODEL = "demo-model-1"
@@ -149,7 +149,7 @@ def run_agent(pipeline: Pipeline, provider: ScriptedProvider, question: str) -> 
 
 
 def build_demo_pipeline() -> tuple[Pipeline, ListMemoryAdapter]:
-    normalizers = RuntimeMiddlewareRegistry()
+    normalizers = NormalizerRegistry()
     normalizers.register(DEMO_RUNTIME, DemoHarnessNormalizer())
     pipeline = Pipeline(normalizers=normalizers)
     memory = ListMemoryAdapter()

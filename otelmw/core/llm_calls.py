@@ -22,9 +22,9 @@ from .failures import FailureLog, safe_str
 from .hooks import all_hook_events, hook_steps
 from .memory import MemoryAdapter
 from .payloads import freeze
-from .registry import Layer, MiddlewareRegistry
+from .registry import Layer, LayerRegistry
 from .results import (
-    RuntimeMiddlewareRegistry,
+    NormalizerRegistry,
 )
 from .rewrites import rewrite_steps
 from .seam import PipelineObserver
@@ -40,8 +40,8 @@ def _execution_kwargs(kw: dict[str, Any], original: Any, call: c.CallInfo) -> di
 class LLMCalls:
     """Mixin of ``Pipeline``: ``run_llm`` / ``arun_llm``."""
 
-    registry: MiddlewareRegistry
-    normalizers: RuntimeMiddlewareRegistry
+    registry: LayerRegistry
+    normalizers: NormalizerRegistry
     failures: FailureLog
     observer: PipelineObserver | None
     memory_adapters: tuple[MemoryAdapter, ...]

@@ -22,8 +22,8 @@ from .embedding_calls import EmbeddingCalls
 from .failures import FailureLog
 from .llm_calls import LLMCalls
 from .memory import MemoryAdapter
-from .registry import MiddlewareRegistry
-from .results import RuntimeMiddlewareRegistry, get_default_middleware_registry
+from .registry import LayerRegistry
+from .results import NormalizerRegistry, get_default_middleware_registry
 from .seam import PipelineObserver
 from .tool_calls import ToolArgumentsError, ToolCalls, parse_arguments
 
@@ -34,10 +34,10 @@ __all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pi
 class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
     """One set of registrations, normalizers, memory adapters and an observer."""
 
-    def __init__(self, registry: MiddlewareRegistry | None = None,
-                 normalizers: RuntimeMiddlewareRegistry | None = None,
+    def __init__(self, registry: LayerRegistry | None = None,
+                 normalizers: NormalizerRegistry | None = None,
                  failures: FailureLog | None = None) -> None:
-        self.registry = registry if registry is not None else MiddlewareRegistry()
+        self.registry = registry if registry is not None else LayerRegistry()
         self.normalizers = normalizers if normalizers is not None else (
             get_default_middleware_registry())
         self.failures = failures if failures is not None else FailureLog()

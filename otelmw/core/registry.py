@@ -60,7 +60,7 @@ def _validate(plugin: str, label: str, value: Any, allowed: frozenset[str], role
         )
 
 
-class MiddlewareRegistry:
+class LayerRegistry:
     """Middleware layers per kind and hook callbacks per hook name."""
 
     def __init__(self) -> None:

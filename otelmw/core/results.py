@@ -88,8 +88,11 @@ class PassThroughMiddleware:
 _PASS_THROUGH = PassThroughMiddleware()
 
 
-class MiddlewareRegistry:
-    """Thread-safe map of runtime id → normalizer (PraisonAI's name; validated here)."""
+class NormalizerRegistry:
+    """Thread-safe map of runtime id → tool-result normalizer, validated at registration.
+    PraisonAI calls it ``MiddlewareRegistry`` (its normalizers are "tool-result
+    middleware"); that name and otelmw's earlier ``RuntimeMiddlewareRegistry`` are
+    aliases, as the contract's code is written against them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -148,12 +151,13 @@ class MiddlewareRegistry:
             self._by_runtime.clear()
 
 
-RuntimeMiddlewareRegistry = MiddlewareRegistry  # otelmw's earlier name, kept
+MiddlewareRegistry = NormalizerRegistry  # PraisonAI's name (the contract's)
+RuntimeMiddlewareRegistry = NormalizerRegistry  # otelmw's earlier name, kept
 
-_default_registry = MiddlewareRegistry()
+_default_registry = NormalizerRegistry()
 
 
-def get_default_middleware_registry() -> MiddlewareRegistry:
+def get_default_middleware_registry() -> NormalizerRegistry:
     return _default_registry
 
 
@@ -171,7 +175,7 @@ def is_bypassed(runtime_id: str | None) -> bool:
 
 
 def normalize_result(
-    registry: MiddlewareRegistry,
+    registry: NormalizerRegistry,
     failures: FailureLog,
     result: Any,
     tool_name: str,

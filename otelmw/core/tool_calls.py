@@ -22,11 +22,11 @@ from .failures import MEMORY, FailureLog, describe
 from .hooks import all_hook_events, block_message, first, hook_steps, plain_string
 from .memory import MemoryAdapter
 from .payloads import freeze
-from .registry import Layer, MiddlewareRegistry
+from .registry import Layer, LayerRegistry
 from .results import (
     MiddlewareContext,
     NormalizedToolResult,
-    RuntimeMiddlewareRegistry,
+    NormalizerRegistry,
     failure_from_exception,
     is_bypassed,
     normalize_result,
@@ -106,8 +106,8 @@ class _RefusedArguments(NamedTuple):
 class ToolCalls:
     """Mixin of ``Pipeline``: ``run_tool`` / ``arun_tool``."""
 
-    registry: MiddlewareRegistry
-    normalizers: RuntimeMiddlewareRegistry
+    registry: LayerRegistry
+    normalizers: NormalizerRegistry
     failures: FailureLog
     observer: PipelineObserver | None
     memory_adapters: tuple[MemoryAdapter, ...]
