@@ -264,7 +264,8 @@ def test_the_sync_observer_only_fast_path_matches_the_general_path(raises: bool)
                 else:
                     p = h.pipeline
                     call = p._llm_call(request, "openai", None, None, None)
-                    p.observer.call_started(call, request)  # type: ignore[union-attr]
+                    call.observation = p.observer.call_started(  # type: ignore[union-attr]
+                        call, request)
                     answer = drive(p._llm_call_steps, call, request, base, False)
             except ValueError as exc:
                 answer = repr(exc)

@@ -44,8 +44,10 @@ def llm_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
     this one), and the observer hears of the request actually sent when it is not the
     original. In an asynchronous call (``awaits``) ``execute`` may return an
     awaitable, awaited in here."""
-    if p is not original and obs is not None:
-        obs.request_rewritten(call, p)
+    if p is not original:
+        call.request_sent(p)
+        if obs is not None:
+            obs.request_rewritten(call, p)
     token = set_current_llm_call(call)
     try:
         r = execute(request if p is original else _base_payload(p, request))

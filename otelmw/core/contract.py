@@ -279,8 +279,9 @@ class CallInfo:
     server_address: str | None = None
     server_port: int | None = None
     middleware_trace: list[dict[str, Any]] = field(default_factory=list)
-    # Scratch space for observers (telemetry keeps its span handles here).
-    observer_state: Any = None
+    # What the observer's ``call_started`` returned for this call (telemetry: its span
+    # state), handed back to it with the call; the core keeps it and never reads it.
+    observation: object | None = None
     _trace_view: Any = None
 
     # The named constructors set every field by name on a bare instance: on this
@@ -302,7 +303,7 @@ class CallInfo:
         call.agent_name = context.agent_name
         call.server_address = call.server_port = None
         call.middleware_trace = []
-        call.observer_state = call._trace_view = None
+        call.observation = call._trace_view = None
         return call
 
     @classmethod
@@ -332,6 +333,13 @@ class CallInfo:
         call.provider, call.model = provider, model
         call.server_address, call.server_port = server
         return call
+
+    def request_sent(self, request: Any) -> None:
+        """The request sent is not the one the call opened with: the call's ``model`` is
+        the one it asks now (a rewrite may change it; the hook records name it)."""
+        model = request.get("model") if isinstance(request, dict) else None
+        if isinstance(model, str) and model:
+            self.model = model
 
     def trace_view(self) -> Any:
         """Read-only view of ``middleware_trace`` for payloads, built once per call

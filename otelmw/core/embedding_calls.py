@@ -34,7 +34,7 @@ class EmbeddingCalls:
         if obs is None:
             return execute(request)
         call = self._embeddings_call(request, provider, (server_address, server_port))
-        obs.call_started(call, request)
+        call.observation = obs.call_started(call, request)
         return drive(finished_steps, obs, call, host_call_steps(execute, request, False))
 
     async def arun_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
@@ -46,5 +46,5 @@ class EmbeddingCalls:
             r = execute(request)
             return await r if isawaitable(r) else r
         call = self._embeddings_call(request, provider, (server_address, server_port))
-        obs.call_started(call, request)
+        call.observation = obs.call_started(call, request)
         return await adrive(finished_steps, obs, call, host_call_steps(execute, request, True))

@@ -158,6 +158,7 @@ class HostCall:
 
     def request_sent(self, request: Payload) -> None:
         """The request the host sends now differs from the one the call opened with."""
+        self.call.request_sent(request)
         if self._obs is not None:
             self._obs.request_rewritten(self.call, request)
 
@@ -210,7 +211,7 @@ def open_call(call: CallInfo, payload: Payload,
     pipeline never runs (a host's own call, ended with ``HostCall.finish``)."""
     obs = (pipeline or get_pipeline()).observer
     if obs is not None:
-        obs.call_started(call, payload)
+        call.observation = obs.call_started(call, payload)
     return HostCall(obs, call)
 
 
@@ -244,6 +245,8 @@ def enrich_llm_call(call: CallInfo, raw_response: R, server_address: str | None,
     """A nested layer (the provider SDK under a host-level ``chat`` call) saw the raw
     provider response of ``call``; returns what to hand back (a stream may be wrapped
     so its chunks are observed)."""
+    if server_address and call.server_address is None:
+        call.server_address, call.server_port = server_address, server_port
     obs = (pipeline or get_pipeline()).observer
     if obs is None:
         return raw_response

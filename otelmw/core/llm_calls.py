@@ -85,9 +85,11 @@ class LLMCalls:
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
             if obs is not None:
-                obs.call_started(call, request)
-        elif obs is not None:  # opened before the host's own request stage: the
-            obs.request_rewritten(call, request)  # request now is the one it sends
+                call.observation = obs.call_started(call, request)
+        else:  # opened before the host's own request stage: the request now is the one
+            call.request_sent(request)  # it sends
+            if obs is not None:
+                obs.request_rewritten(call, request)
         if obs is not None and not self.registry.llm_active and obs.hook_events != "all":
             # Observer only (the SDK instrumentors' usual case): ``_llm_call_steps``
             # with its generator frames saved (tests/test_core_steps.py compares them).
@@ -118,9 +120,11 @@ class LLMCalls:
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
             if obs is not None:
-                obs.call_started(call, request)
-        elif obs is not None:
-            obs.request_rewritten(call, request)
+                call.observation = obs.call_started(call, request)
+        else:
+            call.request_sent(request)
+            if obs is not None:
+                obs.request_rewritten(call, request)
         return await adrive(self._llm_call_steps, call, request, execute, True)
 
     def _llm_call_steps(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any],
@@ -158,8 +162,10 @@ class LLMCalls:
             effective = yield from own_driver(awaits, rewrite_steps, c.LLM_REQUEST,
                                               mw[c.LLM_REQUEST], call, original, original,
                                               kw, obs, failures, awaits)
-            if effective is not original and obs is not None:
-                obs.request_rewritten(call, effective)
+            if effective is not original:
+                call.request_sent(effective)
+                if obs is not None:
+                    obs.request_rewritten(call, effective)
         payload = self._api_payload(call, kw, effective, time.time()) if hooked else None
         if payload is not None:
             yield from hook_steps(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload,

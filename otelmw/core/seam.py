@@ -53,8 +53,10 @@ class PipelineObserver(Protocol):
     #: built for each) or ``none`` (no firing, not even a host's own).
     hook_events: str
 
-    def call_started(self, call: CallInfo, payload: Any) -> None:
-        """An LLM or tool call entered the pipeline (before any middleware)."""
+    def call_started(self, call: CallInfo, payload: Any) -> object | None:
+        """An LLM or tool call entered the pipeline (before any middleware). Returns the
+        call's observation (whatever the observer keeps for it), which the core puts on
+        ``call.observation`` and never reads; the observer never writes the call."""
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         """The request of an LLM call changed since ``call_started`` (a request
@@ -120,5 +122,6 @@ class PipelineObserver(Protocol):
     def call_enriched(self, call: CallInfo, result: Any, server_address: str | None,
                       server_port: int | None) -> Any:
         """A nested layer (e.g. the provider SDK under a host adapter) saw the raw
-        provider response of ``call``; returns the result to hand back (streams
+        provider response of ``call`` (and the server it came from; the core has put it
+        on the call if the call had none); returns the result to hand back (streams
         may be wrapped so their chunks are observed)."""

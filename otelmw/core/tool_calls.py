@@ -143,7 +143,7 @@ class ToolCalls:
                     return failure_from_exception(exc, 0.0).model_text()
             call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
             if obs is not None:
-                obs.call_started(call, args)
+                call.observation = obs.call_started(call, args)
         return drive(finished_steps, obs, call,
                      self._tool_steps(call, args, execute, raise_errors, False))
 
@@ -304,6 +304,6 @@ class ToolCalls:
         call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
         obs = self.observer
         if obs is not None:
-            obs.call_started(call, args)
+            call.observation = obs.call_started(call, args)
         return await adrive(finished_steps, obs, call,
                             self._tool_steps(call, args, execute, raise_errors, True))

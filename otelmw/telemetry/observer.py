@@ -112,15 +112,15 @@ class TelemetryObserver:
         elif category == NORMALIZE:
             self.inst.normalize_failures.add(1, {a.OTELMW_RUNTIME_ID: kind})
 
-    def call_started(self, call: CallInfo, payload: Any) -> None:
+    def call_started(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
-            self._by_operation.get(call.operation, self.tools).start(call, payload)
+            return self._by_operation.get(call.operation, self.tools).start(call, payload)
         except Exception as exc:
-            call.observer_state = None
             self.signals.internal_failure("call_started", exc)
+            return None
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
-        op = call.observer_state
+        op = call.observation
         if not isinstance(op, OpState):
             return result
         try:

@@ -265,23 +265,23 @@ class ChatSpans(ModelCallSpans):
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         """The chat span describes the request that is sent: model, span name and
         parameters follow the effective request (the original model is kept)."""
-        op = call.observer_state
+        op = call.observation
         if not isinstance(op, OpState) or op.request is request or call.operation != "chat":
             return
         try:
             op.request = request
             model = request.get("model") if isinstance(request, dict) else None
-            if isinstance(model, str) and model and model != call.model:
-                self._model_changed(call, op, model)
+            if isinstance(model, str) and model and model != op.model:
+                self._model_changed(op, model)
             if self.content.on_spans and op.span.is_recording():
                 op.content = self._content_on_start(op.span, request)
         except Exception as exc:
             self.signals.internal_failure("request_rewritten", exc)
 
-    def _model_changed(self, call: CallInfo, op: OpState, model: str) -> None:
-        if op.original_model is None and call.model:
-            op.original_model = _c(call.model)
-        call.model = model  # hook records of this call name the model that is asked
+    def _model_changed(self, op: OpState, model: str) -> None:
+        if op.original_model is None and op.model:
+            op.original_model = _c(op.model)
+        op.model = model
         clean = _c(model)
         op.span.update_name(f"chat {clean}")
         attrs = {a.GEN_AI_REQUEST_MODEL: clean}
@@ -294,12 +294,11 @@ class ChatSpans(ModelCallSpans):
                  server_port: int | None) -> Any:
         """The SDK layer under a host-level ``chat`` span: no second span or metric
         point; the outer span gets the server and the raw response's facts."""
-        op = call.observer_state
+        op = call.observation
         if not isinstance(op, OpState):
             return result
         try:
-            if server_address and call.server_address is None:
-                call.server_address, call.server_port = server_address, server_port
+            if server_address and a.SERVER_ADDRESS not in op.attrs:
                 op.span.set_attribute(a.SERVER_ADDRESS, server_address)
                 server_port = port_number(server_port)
                 if server_port:

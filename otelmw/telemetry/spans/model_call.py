@@ -68,7 +68,7 @@ class ModelCallSpans:
             f"{operation} {model}" if model else operation, attrs, metric_attrs)
         return endpoint
 
-    def start(self, call: CallInfo, request: Any) -> None:
+    def start(self, call: CallInfo, request: Any) -> OpState:
         key = (call.operation, call.provider, call.model, call.server_address,
                call.server_port, call.api_mode)
         endpoint = self._endpoints.get(key)
@@ -81,10 +81,10 @@ class ModelCallSpans:
         span = self.tracer.start_span(endpoint.span_name, kind=_CLIENT, attributes=attrs)
         rendered = self._content_on_start(span, request) if (
             self.content.on_spans and span.is_recording()) else None
-        op = call.observer_state = OpState(span, attach(set_span_in_context(span)),
-                                           perf_counter(), dict(endpoint.metric_attributes),
-                                           request)
-        op.content = rendered
+        op = OpState(span, attach(set_span_in_context(span)), perf_counter(),
+                     dict(endpoint.metric_attributes), request)
+        op.content, op.model = rendered, call.model
+        return op
 
     def _content_on_start(self, span: trace.Span, request: Any) -> Any:
         """Content the span carries from its start (content on spans, recording); what

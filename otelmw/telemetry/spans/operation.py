@@ -80,11 +80,11 @@ def call_ids(call: CallInfo, out: dict[str, Any]) -> dict[str, Any]:
 
 
 class OpState:
-    """One call's span state (kept on ``CallInfo.observer_state`` from the span's
-    start to its end)."""
+    """One call's observation: its span state from the span's start to its end (the
+    core keeps it on ``CallInfo.observation`` and hands it back with the call)."""
 
-    __slots__ = ("attrs", "content", "digests", "facts", "original_model", "request", "span",
-                 "start", "token")
+    __slots__ = ("attrs", "content", "digests", "facts", "model", "original_model", "request",
+                 "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
                  attrs: dict[str, Any], request: Any = None) -> None:
@@ -92,6 +92,7 @@ class OpState:
         self.attrs = attrs  # the call's metric attributes (its own copy: error.type goes in)
         # chat: the effective request (its parameters go on the span when it ends)
         self.request = request
+        self.model: str | None = None  # chat: the model the span names (rewrites follow)
         self.original_model: str | None = None  # set when a rewrite changed the model
         self.facts: ResponseFacts | None = None  # filled by a nested SDK layer
         # The same request/args/result objects reach the span and several hook
@@ -112,8 +113,8 @@ class OperationSpans(Protocol):
     """A span kind of one call (chat, embeddings, execute_tool): what
     ``TelemetryObserver`` routes ``call_started``/``call_finished`` to."""
 
-    def start(self, call: CallInfo, payload: Any) -> None:
-        """Open the call's span; its state goes on ``call.observer_state``."""
+    def start(self, call: CallInfo, payload: Any) -> OpState:
+        """Open the call's span; returns its state (the call's observation)."""
 
     def finish(self, call: CallInfo, op: OpState, result: Any,
                error: BaseException | None) -> Any:
@@ -131,7 +132,7 @@ class Digested(NamedTuple):
 def digest_once(call: CallInfo, value: Any, max_bytes: int) -> tuple[str, int]:
     """``digests.digest(value, max_bytes)`` (digest, size), computed once per object and
     call."""
-    op = call.observer_state
+    op = call.observation
     if not isinstance(op, OpState):
         return digest(value, max_bytes)
     cache = op.digests

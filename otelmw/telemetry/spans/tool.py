@@ -37,7 +37,7 @@ class ToolSpans:
         self.signals = signals
         self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
 
-    def start(self, call: CallInfo, args: Any) -> None:
+    def start(self, call: CallInfo, args: Any) -> OpState:
         tool = _c(call.tool_name) or "unknown"
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
                                  a.GEN_AI_TOOL_NAME: tool}
@@ -51,11 +51,11 @@ class ToolSpans:
             span.set_attributes(extra)
         token = attach(set_span_in_context(span))
         metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
-        call.observer_state = OpState(span, token, perf_counter(), metric_attrs, None)
+        return OpState(span, token, perf_counter(), metric_attrs, None)
 
     def result(self, call: CallInfo, normalized: NormalizedToolResult, status: str) -> None:
         """The normalized result: ``status`` ``ok``, ``error`` or ``blocked``."""
-        op = call.observer_state
+        op = call.observation
         if not isinstance(op, OpState):
             return
         try:
