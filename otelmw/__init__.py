@@ -41,7 +41,7 @@ from .version import __version__
 # The modules' homes before ``otelmw.core`` existed stay importable as the same module
 # objects, so code written against ``otelmw.results`` and friends keeps working, and
 # otelmw's own exceptions keep the names they are exported under in ``error.type``
-# (their ``__module__`` names the old home; tests/test_public_names.py pins both).
+# (``core.failures.exported_from``; tests/test_public_names.py pins both).
 STABLE_MODULES = {name: f"core.{name}" for name in (
     "contract", "failures", "hooks", "memory", "payloads", "pipeline", "plugins", "registry",
     "results", "tool_calls", "llm_calls")} | {"chain": "core.execution",

@@ -15,7 +15,7 @@ import pytest
 
 import otelmw
 from otelmw.core import execution, failures, tool_calls
-from otelmw.telemetry.values import error_type
+from otelmw.core.failures import error_type
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(otelmw.STABLE_MODULES.items()))
@@ -38,6 +38,9 @@ EXPORTED_ERROR_TYPES = [
 def test_otelmw_exceptions_keep_their_exported_error_type(exc: Exception,
                                                           exported: str) -> None:
     assert error_type(exc) == exported
+    # the class says where it is defined (debuggers, tracebacks, pickle by reference)
+    assert type(exc).__module__ == f"otelmw.core.{type(exc).__module__.rsplit('.', 1)[-1]}"
+    assert importlib.import_module(type(exc).__module__).__dict__[type(exc).__name__] is type(exc)
     back = pickle.loads(pickle.dumps(exc))
     assert type(back) is type(exc) and back.args == exc.args
 

@@ -26,6 +26,7 @@ from .failures import (
     AsyncMiddlewareInSyncCallError,
     FailureLog,
     describe,
+    exported_from,
     record_middleware_failure,
 )
 from .registry import Layer
@@ -33,8 +34,8 @@ from .seam import PipelineObserver
 from .steps import Steps, adrive, drive
 
 
+@exported_from("otelmw.chain")
 class NextCallReusedError(RuntimeError):
-    __module__ = "otelmw.chain"  # its exported error.type; see STABLE_MODULES in otelmw
     """Raised inside a middleware that calls ``next_call`` a second time."""
 
 

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .registry import Layer
@@ -114,12 +114,36 @@ class FailureLog:
                 pass
 
 
+# otelmw's own errors by the home they are exported from in ``error.type`` (the module
+# users imported them from before ``otelmw/core/`` existed: dashboards group by it).
+_EXPORTED_HOMES: dict[type[BaseException], str] = {}
+
+_E = TypeVar("_E", bound=type[BaseException])
+
+
+def exported_from(home: str) -> Callable[[_E], _E]:
+    """Class decorator: an otelmw error whose ``error.type`` names ``home`` (an old module
+    path kept importable by ``otelmw.STABLE_MODULES``) instead of its defining module."""
+
+    def register(cls: _E) -> _E:
+        _EXPORTED_HOMES[cls] = f"{home}.{cls.__qualname__}"
+        return cls
+
+    return register
+
+
+def error_type(exc: BaseException) -> str:
+    """The fully qualified type of ``exc`` as exported in ``error.type``."""
+    t = type(exc)
+    return _EXPORTED_HOMES.get(t) or f"{t.__module__}.{t.__qualname__}"
+
+
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__module__}.{type(exc).__qualname__}: {safe_str(exc)}"
+    return f"{error_type(exc)}: {safe_str(exc)}"
 
 
+@exported_from("otelmw.chain")
 class AsyncMiddlewareInSyncCallError(TypeError):
-    __module__ = "otelmw.chain"  # its exported error.type; see STABLE_MODULES in otelmw
     """An ``async def`` callback was registered but the host call is synchronous."""
 
 

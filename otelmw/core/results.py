@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .contract import NATIVE_RUNTIME_IDS
-from .failures import NORMALIZE, FailureLog, describe
+from .failures import NORMALIZE, FailureLog, describe, error_type
 
 logger = logging.getLogger("otelmw")
 
@@ -232,7 +232,7 @@ def failure_from_exception(exc: BaseException, execution_time_ms: float) -> Norm
         content=None,
         success=False,
         error_message=message,
-        metadata={"error.type": f"{type(exc).__module__}.{type(exc).__qualname__}"},
+        metadata={"error.type": error_type(exc)},
         execution_time_ms=execution_time_ms,
         raw_result=exc,
     )

@@ -18,7 +18,7 @@ from .callstate import (
     tool_base_steps,
 )
 from .execution import execution_steps
-from .failures import MEMORY, FailureLog, describe
+from .failures import MEMORY, FailureLog, describe, exported_from
 from .hooks import all_hook_events, block_message, first, hook_steps, plain_string
 from .memory import MemoryAdapter
 from .payloads import freeze
@@ -39,8 +39,8 @@ from .steps import Steps, adrive, drive, own_driver
 _NATIVE = c.NATIVE_RUNTIME_IDS
 
 
+@exported_from("otelmw.tool_calls")
 class ToolArgumentsError(ValueError):
-    __module__ = "otelmw.tool_calls"  # its exported error.type; see STABLE_MODULES in otelmw
     """Tool arguments that are not a JSON object (or malformed JSON)."""
 
 

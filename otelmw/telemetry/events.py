@@ -29,6 +29,7 @@ from opentelemetry import _logs
 from opentelemetry.trace import set_span_in_context
 
 from ..core.contract import CallInfo
+from ..core.failures import error_type
 from . import attributes as a
 from .content import ContentPolicy, MessageValue
 from .messages import (
@@ -40,7 +41,7 @@ from .messages import (
 from .responses import OutputSink
 from .spans.operation import OpState, Signals
 from .spans.turn import current_turn_content
-from .values import error_description, error_type
+from .values import error_description
 
 # Span attributes that hold content (as JSON text): the event's content comes from
 # ``chat_messages`` alone, in structured form.

@@ -13,12 +13,12 @@ from typing import Any
 from opentelemetry import _logs
 
 from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
+from ..core.failures import error_type
 from ..core.results import NormalizedToolResult
 from . import attributes as a
 from .content import redact
 from .spans.operation import Signals, call_ids, digest_once
 from .values import clean_str as _c
-from .values import error_type
 
 
 class HookEventEmitter:

@@ -16,13 +16,6 @@ MAX_STR = 1024
 _MAX_META_KEYS = 32
 
 
-def error_type(exc: BaseException) -> str:
-    # A host's own exception wrappers are its adapter's business (Hermes' middleware
-    # runs in otelmw's chain: instrumentation/hermes/middleware.py), not guessed here.
-    t = type(exc)
-    return f"{t.__module__}.{t.__qualname__}"
-
-
 def clean_str(value: Any, limit: int = 256) -> Any:
     """A host-provided name/id made safe for OTLP: bounded, valid UTF-8 (a lone
     surrogate would make protobuf reject the whole export batch)."""

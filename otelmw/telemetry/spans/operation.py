@@ -13,14 +13,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from ...core.contract import CallInfo
-from ...core.failures import INSTRUMENTATION, FailureLog, describe
+from ...core.failures import INSTRUMENTATION, FailureLog, describe, error_type
 from .. import attributes as a
 from ..content import ContentPolicy
 from ..context import safe_detach
 from ..digests import digest
 from ..metrics import Instruments
 from ..responses import ResponseFacts
-from ..values import clean_str, error_description, error_type
+from ..values import clean_str, error_description
 
 # Bound once: these run per call and per middleware layer.
 attach, set_span_in_context, perf_counter = (
