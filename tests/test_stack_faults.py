@@ -10,8 +10,10 @@ nothing doubled, the counts asserted.
   all of them once Jaeger starts.
 * A collector at its default receive limit (gRPC: 4 MiB): 3,000 heavy tool spans (metadata
   at otelmw's documented bounds) all pass in requests bounded by
-  ``OTELMW_EXPORT_MAX_BYTES``; the control, with that bound lifted above the limit, has
-  the collector refuse requests, so the limit was really in the way.
+  ``OTELMW_EXPORT_MAX_BYTES``, and all of them reach Jaeger, whose receiver has the
+  same limit, because the local config's exporter bounds its requests in bytes; the
+  control, with otelmw's bound lifted above the limit, has the collector refuse
+  requests, so the limit was really in the way.
 
 Needs the built collector and Jaeger (missing: fail under CI, skip elsewhere).
 """
@@ -156,16 +158,31 @@ def test_bounded_requests_pass_the_default_receive_limit(tmp_path: Path) -> None
         collector = local_collector(tmp_path, jaeger)
         collector.start()
         try:
-            drops = heavy(tmp_path, collector, 3000)
+            drops = heavy(tmp_path, collector, 3000, OTEL_TRACES_EXPORTER="otlp,file")
             assert drops == {}
+            sent = stack.read_store(tmp_path / "data", "traces")
+            assert len(sent) == 3000
             stack.wait_until("3,000 heavy spans accepted by the collector",
                              lambda: collector.metric("otelcol_receiver_accepted_spans",
                                                       receiver="otlp") >= 3000,
                              timeout=120, procs=[collector.process, jaeger.process])
             assert collector.metric("otelcol_receiver_accepted_spans", receiver="otlp") == 3000
             assert collector.metric("otelcol_receiver_refused_spans", receiver="otlp") == 0
-            # Open (issue 24, docs/stack.md "Known failures"): the local config's batches
-            # of these spans exceed Jaeger's own 4 MiB limit on the collector-Jaeger leg.
+            # The collector-Jaeger leg: Jaeger's receiver has the same 4 MiB limit; the
+            # local config's exporter bounds its requests in bytes, so all pass.
+            stack.wait_until("3,000 heavy spans sent on to Jaeger",
+                             lambda: collector.metric("otelcol_exporter_sent_spans",
+                                                      exporter="otlp_grpc") >= 3000
+                             or collector.metric("otelcol_exporter_send_failed_spans",
+                                                 exporter="otlp_grpc") > 0,
+                             timeout=120, procs=[collector.process, jaeger.process])
+            assert collector.metric("otelcol_exporter_send_failed_spans",
+                                    exporter="otlp_grpc") == 0, collector.process.tail()
+            assert collector.metric("otelcol_exporter_sent_spans", exporter="otlp_grpc") == 3000
+            assert len({span.trace_id for span in sent}) == 3000  # one span per trace
+            for span in sent:
+                found = jaeger.trace(span.trace_id)
+                assert [(s.span_id, s.name) for s in found] == [(span.span_id, span.name)]
 
             # Control: the same spans in requests bounded above the collector's limit.
             control = tmp_path / "control"
