@@ -11,9 +11,10 @@ nothing doubled, the counts asserted.
 * A collector at its default receive limit (gRPC: 4 MiB): 3,000 heavy tool spans (metadata
   at otelmw's documented bounds) all pass in requests bounded by
   ``OTELMW_EXPORT_MAX_BYTES``, and all of them reach Jaeger, whose receiver has the
-  same limit, because the local config's exporter bounds its requests in bytes; the
-  control, with otelmw's bound lifted above the limit, has the collector refuse
-  requests, so the limit was really in the way.
+  same limit, because the local config's exporter bounds its requests in bytes. The
+  controls show both limits were really in the way: with otelmw's bound lifted above
+  the limit the collector refuses otelmw's requests; without the exporter's byte bound
+  Jaeger refuses the collector's batches.
 
 Needs the built collector and Jaeger (missing: fail under CI, skip elsewhere).
 """
@@ -26,6 +27,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,5 +192,35 @@ def test_bounded_requests_pass_the_default_receive_limit(tmp_path: Path) -> None
             drops = heavy(control, collector, 3000,
                           OTELMW_EXPORT_MAX_BYTES=str(64 * 1024 * 1024))
             assert sum(drops.values()) > 0, drops  # refused: not delivered, counted
+        finally:
+            collector.stop()
+
+
+def test_without_the_byte_bound_jaeger_refuses_the_collectors_batches(tmp_path: Path) -> None:
+    """The control of the collector-Jaeger leg: the local config without its exporter's
+    byte-sized batching (``sending_queue.batch``) passes the same heavy spans through
+    its receiver, but its batch processor's batches (counted in spans) exceed Jaeger's
+    4 MiB receive limit, and Jaeger refuses them (a permanent error: dropped)."""
+    def unbounded(config: Any) -> None:
+        del config["exporters"]["otlp_grpc"]["sending_queue"]
+
+    with stack.running_jaeger(tmp_path) as jaeger:
+        collector = stack.collector(tmp_path, stack.LOCAL_CONFIG, "local-unbounded", replace={
+            "jaeger:4317": jaeger.otlp_grpc, "/data/otelmw": str(tmp_path / "watched"),
+            "/var/lib/otelcol": str(tmp_path / "state")}, edit=unbounded)
+        collector.start()
+        try:
+            assert heavy(tmp_path, collector, 3000) == {}
+            stack.wait_until("the collector's heavy batches to be sent or refused",
+                             lambda: collector.metric("otelcol_exporter_sent_spans",
+                                                      exporter="otlp_grpc")
+                             + collector.metric("otelcol_exporter_send_failed_spans",
+                                                exporter="otlp_grpc") >= 3000,
+                             timeout=120, procs=[collector.process, jaeger.process])
+            failed = collector.metric("otelcol_exporter_send_failed_spans", exporter="otlp_grpc")
+            assert failed > 0
+            assert "larger than max 4194304" in collector.process.text()
+            print(f"\nwithout the byte bound: {failed:.0f} of 3,000 heavy spans refused by "
+                  "Jaeger", file=sys.stderr)
         finally:
             collector.stop()
