@@ -1,12 +1,12 @@
 """Agent turns that span two processes, for tests/test_stack_scaleout.py.
 
-    python scaleout_agent.py turns N ERROR_EVERY WORKER_ENDPOINT [PAUSE_S]
+    python scaleout_agent.py turns SECONDS ERROR_EVERY WORKER_ENDPOINT PAUSE_S
     python scaleout_agent.py worker
 
-``turns``: N agent turns (``pipeline.turn``), each with one LLM call (a scripted,
-in-process provider) and one tool call that runs in a WORKER process: the turn hands
-the worker its W3C ``traceparent`` on a pipe, the worker runs the tool under that
-context (its ``execute_tool`` span is a child of the turn's span, in the same trace),
+``turns``: agent turns (``pipeline.turn``) for SECONDS, PAUSE_S apart, each with one
+LLM call (a scripted, in-process provider) and one tool call that runs in a WORKER
+process: the turn hands the worker its W3C ``traceparent`` on a pipe, the worker runs
+the tool under that context (its ``execute_tool`` span is a child of the turn's span, in the same trace),
 and answers. Every ERROR_EVERY-th turn's tool fails (an ERROR span, exported by the
 worker), so a trace's error and its root are exported by different processes, to
 different collectors (this process: ``OTEL_EXPORTER_OTLP_ENDPOINT``; the worker:
@@ -28,7 +28,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from otelmw import Pipeline, RuntimeMiddlewareRegistry
+from otelmw import Pipeline, NormalizerRegistry
 from otelmw.telemetry.configuration import configure
 
 PROPAGATOR = TraceContextTextMapPropagator()
@@ -45,7 +45,7 @@ def lookup(args: dict[str, Any]) -> str:
 
 
 def worker() -> int:
-    pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
+    pipe = Pipeline(normalizers=NormalizerRegistry())
     tel = configure("scaleout-worker", pipeline=pipe)
     for line in sys.stdin:
         traceparent, fail = line.split()
@@ -62,8 +62,8 @@ def worker() -> int:
     return 0
 
 
-def turns(n: int, error_every: int, worker_endpoint: str, pause_s: float) -> int:
-    pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
+def turns(seconds: float, error_every: int, worker_endpoint: str, pause_s: float) -> int:
+    pipe = Pipeline(normalizers=NormalizerRegistry())
     tel = configure("scaleout-agent", pipeline=pipe)
     env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=worker_endpoint)
     child = subprocess.Popen([sys.executable, __file__, "worker"], stdin=subprocess.PIPE,
@@ -74,7 +74,9 @@ def turns(n: int, error_every: int, worker_endpoint: str, pause_s: float) -> int
         return {"choices": [{"message": {"role": "assistant", "content": "calling lookup"}}],
                 "usage": {"prompt_tokens": 12, "completion_tokens": 3}}
 
-    for i in range(n):
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
         fail = error_every > 0 and i % error_every == 0
         started = time.time()
         with pipe.turn("scaleout", session_id=f"s{os.getpid()}", runtime_id="scaleout"):
@@ -88,8 +90,8 @@ def turns(n: int, error_every: int, worker_endpoint: str, pause_s: float) -> int
             assert child.stdout.readline().strip() == "ok"
             trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
         print(f"TURN {trace_id} {int(fail)} {started:.3f}", flush=True)
-        if pause_s:
-            time.sleep(pause_s)
+        i += 1
+        time.sleep(pause_s)
     child.stdin.close()
     child.wait(timeout=120)
     tel.shutdown()
@@ -99,5 +101,4 @@ def turns(n: int, error_every: int, worker_endpoint: str, pause_s: float) -> int
 if __name__ == "__main__":
     if sys.argv[1] == "worker":
         sys.exit(worker())
-    sys.exit(turns(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-                   float(sys.argv[5]) if len(sys.argv) > 5 else 0.0))
+    sys.exit(turns(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])))
