@@ -6,11 +6,12 @@
 ``turns``: agent turns (``pipeline.turn``) for SECONDS, PAUSE_S apart, each with one
 LLM call (a scripted, in-process provider) and one tool call that runs in a WORKER
 process: the turn hands the worker its W3C ``traceparent`` on a pipe, the worker runs
-the tool under that context (its ``execute_tool`` span is a child of the turn's span, in the same trace),
-and answers. Every ERROR_EVERY-th turn's tool fails (an ERROR span, exported by the
-worker), so a trace's error and its root are exported by different processes, to
-different collectors (this process: ``OTEL_EXPORTER_OTLP_ENDPOINT``; the worker:
-WORKER_ENDPOINT); the turn itself ends OK. Prints one line per turn:
+the tool under that context (its ``execute_tool`` span is a child of the turn's span,
+in the same trace), and answers. Every ERROR_EVERY-th turn's tool fails (an ERROR
+span, exported by the worker), so a trace's error and its root are exported by
+different processes, to different collectors (this process:
+``OTEL_EXPORTER_OTLP_ENDPOINT``; the worker: WORKER_ENDPOINT); the turn itself ends
+OK. Prints one line per turn:
 ``TURN <trace_id> <error 0|1> <start_unix_s>``.
 ``worker``: reads ``<traceparent> <fail 0|1>`` lines, answers ``ok`` per line.
 Both use ``configure()`` with the environment's OTLP settings.
@@ -28,7 +29,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from otelmw import Pipeline, NormalizerRegistry
+from otelmw import NormalizerRegistry, Pipeline
 from otelmw.telemetry.configuration import configure
 
 PROPAGATOR = TraceContextTextMapPropagator()
