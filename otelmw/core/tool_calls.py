@@ -289,21 +289,24 @@ class ToolCalls:
 
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
-                        raise_errors: bool = False, api_request_id: str | None = None) -> Any:
-        """``run_tool`` in an async call; ``execute`` may return an awaitable."""
-        if runtime_id is None:
-            runtime_id = c.current_runtime_context().runtime_id
-        if type(args) is dict and not self._tool_active(runtime_id):
-            try:
-                r = execute(args)
-                return await r if isawaitable(r) else r
-            except Exception as exc:
-                if raise_errors:
-                    raise
-                return failure_from_exception(exc, 0.0).model_text()
-        call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
+                        raise_errors: bool = False, api_request_id: str | None = None,
+                        call: c.CallInfo | None = None) -> Any:
+        """``run_tool`` in an async call; ``execute`` may return an awaitable.
+        ``call``: an already-opened call (see ``run_llm``)."""
         obs = self.observer
-        if obs is not None:
-            call.observation = obs.call_started(call, args)
+        if call is None:
+            if runtime_id is None:
+                runtime_id = c.current_runtime_context().runtime_id
+            if type(args) is dict and not self._tool_active(runtime_id):
+                try:
+                    r = execute(args)
+                    return await r if isawaitable(r) else r
+                except Exception as exc:
+                    if raise_errors:
+                        raise
+                    return failure_from_exception(exc, 0.0).model_text()
+            call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
+            if obs is not None:
+                call.observation = obs.call_started(call, args)
         return await adrive(finished_steps, obs, call,
                             self._tool_steps(call, args, execute, raise_errors, True))
