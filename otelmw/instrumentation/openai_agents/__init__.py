@@ -1,23 +1,19 @@
-"""the OpenAI Agents SDK on the otelmw pipeline (``otelmw_openai_agents``).
+"""The OpenAI Agents SDK (``openai-agents`` 0.24) on the otelmw pipeline
+(``otelmw_openai_agents``).
 
-Being written (issue 25): the entry point and the supported range are declared so the
-host matrix installs the host; no function of it is wrapped yet.
+* ``runs``: ``Runner.run``/``run_sync``/``run_streamed`` → one ``invoke_agent
+  {starting agent}`` turn per run; an agent a handoff passes the run to → a child
+  ``invoke_agent {agent}`` turn over its part of the run.
+* ``models``: ``get_response``/``stream_response`` of the SDK's OpenAI Responses and
+  chat-completions models → ``chat {model}`` through the contract (``otelmw_openai``
+  below only enriches the span).
+* ``tools``: every function tool (MCP tools included) → ``execute_tool {name}`` through
+  the contract, between the SDK's tool guardrails and hooks, which run unchanged.
+* ``instrumentor``: ``OpenAIAgentsInstrumentor``, the targets.
+
+The SDK's own tracing is left alone: its processors get its spans as without otelmw.
 """
 
-from __future__ import annotations
-
-from .._base import OtelmwInstrumentor, Wrapper
-
-
-class OpenAIAgentsInstrumentor(OtelmwInstrumentor):
-    """``otelmw_openai_agents`` (see the package docstring)."""
-
-    root_module = "agents"
-    dependencies = ("openai-agents >= 0.24.0, < 0.25",)
-    entry_point = "otelmw_openai_agents"
-
-    def targets(self) -> list[tuple[str, str, Wrapper]]:
-        return []
-
+from .instrumentor import OpenAIAgentsInstrumentor
 
 __all__ = ["OpenAIAgentsInstrumentor"]
