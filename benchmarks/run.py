@@ -42,6 +42,8 @@ BENCHES = {
     "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
     "digests": ("bench_digests.py", "4. Digests by result size"),
     "outage": ("bench_outage.py", "5. Exporter outage"),
+    "openai-agents": ("bench_openai_agents.py",
+                      "OpenAI Agents SDK turn vs the official and OpenInference instrumentations"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).

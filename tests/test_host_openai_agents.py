@@ -246,6 +246,32 @@ def test_a_raising_tool_is_a_failed_call_and_the_sdk_answers_as_without_otelmw(
     assert "tool exploded" in t["otelmw.result.error_message"]
 
 
+def test_an_mcp_tool_is_one_tool_call_and_the_mcp_server_gets_the_rewrite(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """An MCP tool (the SDK's ``MCPServerStdio``, a real MCP server process) is one
+    ``execute_tool`` call through the contract; the MCP SDK's own client span of the
+    ``tools/call`` nests under it (otelmw_mcp's to enrich), never a second tool call."""
+    out = drive({"mode": "run", "mcp": True, "plugin": True}, server, rx, tmp_path)
+    assert out["errors"] == [] and out["failures"] == {}
+    assert out["results"][0].startswith("done: sunny in Rome-rewritten (from MCP)")
+    runs = [t for t in traces(rx.spans()).values() if t[0].name.startswith("invoke_agent")]
+    (spans,) = runs  # besides the run: the MCP SDK's own span of connecting, before it
+    assert {s.name for s in rx.spans() if s not in spans} <= {"MCP send server/discover"}
+    root = root_of(spans)
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    assert names(tools) == ["execute_tool get_weather"]
+    (tool,) = tools
+    assert tool.parent_span_id == root.span_id
+    assert tool.attributes["gen_ai.tool.call.id"] == sent_call_id(server.requests[1].body)
+    assert tool.attributes["otelmw.result.status"] == "ok"
+    inside = names(children(spans, tool))
+    assert inside[:2] == ["tool_request acme.to_rome", "tool_execution acme.passthrough"]
+    mcp_calls = [s for s in spans if "tools/call" in s.name]
+    assert mcp_calls and all(s.trace_id == root.trace_id for s in mcp_calls)
+    assert all(s.parent_span_id in {tool.span_id} | {c.span_id for c in children(spans, tool)}
+               for s in mcp_calls)
+
+
 # ------------------------------------------------------------------- handoffs
 @pytest.mark.parametrize("mode", MODES)
 def test_a_handoff_is_the_next_agents_turn_inside_the_run(

@@ -144,6 +144,8 @@ def run_all(agent: Any, hooks: Any, runs: int) -> list[Any]:
         return results
 
     async def one() -> Any:
+        if SPEC.get("mcp"):  # the agent's tools come from an MCP server over stdio
+            return await with_mcp_server(agent, prompt, hooks)
         if mode == "run":
             return (await Runner.run(agent, prompt, hooks=hooks)).final_output
         result = Runner.run_streamed(agent, prompt, hooks=hooks)
@@ -160,6 +162,17 @@ def run_all(agent: Any, hooks: Any, runs: int) -> list[Any]:
 
     asyncio.run(main())
     return results
+
+
+async def with_mcp_server(agent: Any, prompt: str, hooks: Any) -> Any:
+    from agents import Runner
+    from agents.mcp import MCPServerStdio
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_weather_server.py")
+    async with MCPServerStdio(params={"command": sys.executable, "args": [script]},
+                              cache_tools_list=True) as server:
+        mcp_agent = agent.clone(tools=[], mcp_servers=[server])
+        return (await Runner.run(mcp_agent, prompt, hooks=hooks)).final_output
 
 
 def plugin_seen() -> list[str]:
