@@ -125,21 +125,23 @@ class ResponseFacts:
                 # A choice without a reason counts as "error" (the official OpenAI
                 # instrumentation's rule), so the list has one reason per choice.
                 self.finish_reasons = [c.finish_reason or "error" for c in obj.choices]
-                self.service_tier, self.system_fingerprint = (obj.service_tier,
-                                                              obj.system_fingerprint)
+                # Fields newer than the oldest SDK supported (openai 1.26 has neither
+                # ``service_tier`` nor the usage details) are read with a default.
+                self.service_tier = getattr(obj, "service_tier", None)
+                self.system_fingerprint = obj.system_fingerprint
                 u = obj.usage
                 if u is not None:
                     self.input_tokens = _int(u.prompt_tokens)
                     self.output_tokens = _int(u.completion_tokens)
-                    details = u.prompt_tokens_details
+                    details = getattr(u, "prompt_tokens_details", None)
                     if details is not None:
                         self.add_openai_cache(details)
-                    details = u.completion_tokens_details
+                    details = getattr(u, "completion_tokens_details", None)
                     if details is not None:
                         self.add_openai_reasoning(details)
                 return
             except AttributeError:
-                pass
+                self.finish_reasons = []  # the general path below reads them again
         rid = get(obj, "id")
         if isinstance(rid, str):
             self.response_id = rid
