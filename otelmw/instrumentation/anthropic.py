@@ -1,8 +1,11 @@
-"""Anthropic SDK: ``messages.create`` (sync, async, ``stream=True``), the
+"""Anthropic SDK, anthropic 0.51 and later: ``messages.create`` (sync, async,
+``stream=True``), ``messages.parse`` (structured output, where the release has it), the
 ``messages.stream()`` helper (sync and async ``MessageStreamManager``), and the same
-two in the beta namespace, through which the beta tool runner sends each of its
-model requests (``client.beta.messages.tool_runner(...)`` calls
-``beta.messages.create`` once per model request: one ``chat`` span each).
+three in the beta namespace, through which the beta tool runner sends each of its
+model requests (one ``chat`` span each): through ``beta.messages.create`` on anthropic
+2.x, through ``beta.messages.parse`` on the 0.x and 1.x releases that have the runner
+(``parse`` posts the request itself, it never calls ``create``), and through
+``beta.messages.stream()`` when it streams.
 
 ``messages.stream()`` does not go through ``create`` (it posts the request itself
 when its manager is entered), so the two are wrapped apart and never count one
@@ -11,7 +14,8 @@ the request is sent) and follows the raw event stream under the ``MessageStream`
 every way of reading it (iteration, ``text_stream``, ``get_final_message()``,
 ``until_done()``) feeds the span, which ends by the stream rules of
 docs/telemetry.md (``exhausted``; ``closed`` when the ``with`` block is left
-early; ``error`` when it is left by an exception).
+early; ``error`` when it is left by an exception). The ``MessageStream`` keeps its
+raw event stream as ``_raw_stream`` on every release from 0.51 to 2.x.
 """
 
 from __future__ import annotations
@@ -29,11 +33,11 @@ _PROVIDER, _API_MODE = "anthropic", "anthropic_messages"
 
 
 class AnthropicInstrumentor(OtelmwInstrumentor):
-    """``otelmw_anthropic``: ``chat {model}`` spans around ``messages.create`` and
-    ``messages.stream()``, plain and beta."""
+    """``otelmw_anthropic``: ``chat {model}`` spans around ``messages.create``,
+    ``messages.parse`` and ``messages.stream()``, plain and beta."""
 
     root_module = "anthropic"
-    dependencies = ("anthropic >= 2.15, < 3",)
+    dependencies = ("anthropic >= 0.51, < 3",)
     entry_point = "otelmw_anthropic"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
@@ -43,6 +47,10 @@ class AnthropicInstrumentor(OtelmwInstrumentor):
                 (module, "Messages.create",
                  sdk_llm_wrapper(_PROVIDER, _API_MODE, is_async=False)),
                 (module, "AsyncMessages.create",
+                 sdk_llm_wrapper(_PROVIDER, _API_MODE, is_async=True)),
+                (module, "Messages.parse",
+                 sdk_llm_wrapper(_PROVIDER, _API_MODE, is_async=False)),
+                (module, "AsyncMessages.parse",
                  sdk_llm_wrapper(_PROVIDER, _API_MODE, is_async=True)),
                 (module, "Messages.stream", stream_manager_wrapper(is_async=False)),
                 (module, "AsyncMessages.stream", stream_manager_wrapper(is_async=True)),
