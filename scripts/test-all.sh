@@ -6,7 +6,8 @@
 # (the hash covers the env's pins, pyproject's [project] table and the Python), created
 # when missing with otelmw (editable, [test]) and the env's pinned hosts. The env file's
 # "# hosts:" line names the hosts it provides (tests marked for other hosts are
-# deselected); "# only:" limits it to the tests of those hosts.
+# deselected); "# only:" limits it to the tests of those hosts; "# also:" names a
+# dependency pinned beside the hosts because a pinned host release needs an older one.
 # OTELMW_TEST_ENVS="current" runs a subset of environments.
 #
 # Components (scripts/components/*.txt) are programs the tests start that need a Python

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
+from _support.sdk_releases import anthropic_lacks, needs, openai_lacks
 from _support.telemetry import TelemetryHarness
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -162,6 +163,7 @@ def openai_weather_tool() -> dict[str, Any]:
 
 
 @pytest.mark.host("openai")
+@needs(openai_lacks(chat_params=("service_tier",)))
 def test_openai_inference(openai_sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
     response = openai_client(server).chat.completions.create(
         model="gpt-4o-mini",
@@ -211,6 +213,7 @@ def test_openai_tool_calling(openai_sdk: TelemetryHarness, server: ScriptedLLMSe
 
 
 @pytest.mark.host("openai")
+@needs(openai_lacks(chat_params=("modalities", "audio")))
 def test_openai_multimodal(openai_sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
     client = openai_client(server)
     client.chat.completions.create(
@@ -435,6 +438,8 @@ def test_anthropic_stop_reasons_mapped_as_the_official_instrumentation_maps_them
 # ------------------------------------------------- content capture on, as the suite runs
 
 @pytest.mark.host("openai", "anthropic")
+@needs(openai_lacks(chat_params=("max_completion_tokens",))
+       + anthropic_lacks(create_params=("service_tier",)))
 def test_coverage_is_the_same_with_content_capture_on(server: ScriptedLLMServer) -> None:
     """The suite runs with SPAN_AND_EVENT; no parameter depends on the capture mode."""
     harness = TelemetryHarness(SPAN_AND_EVENT)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
+from _support.sdk_releases import anthropic_lacks, anthropic_takes_sampling, needs, openai_lacks
 from _support.telemetry import TelemetryHarness
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -38,10 +39,33 @@ LANDING_ELSEWHERE_BY_SCENARIO: dict[str, set[str]] = {}
 
 CONFORMANCE_MESSAGES = [{"role": "system", "content": "You are a helpful assistant."},
                         {"role": "user", "content": "Say this is a test"}]
-ANTHROPIC_REQUEST: dict[str, Any] = {
-    "model": "claude-sonnet-4-20250514", "system": "You are a helpful assistant.",
+ANTHROPIC_MODEL = "claude-sonnet-4-20250514"
+# The conformance streaming.py request (written for anthropic 0.122) less its sampling
+# options, which anthropic 2.x's create()/stream() do not take (streaming-anthropic.json
+# was measured there without them): ``anthropic_request()`` adds them where they are taken.
+ANTHROPIC_BASE_REQUEST: dict[str, Any] = {
+    "model": ANTHROPIC_MODEL, "system": "You are a helpful assistant.",
     "messages": [{"role": "user", "content": "Say this is a test"}], "max_tokens": 100,
-    "stop_sequences": ["\n\n"]}  # anthropic 2.15 takes no temperature/top_p/top_k
+    "stop_sequences": ["\n\n"]}
+ANTHROPIC_SAMPLING = {"temperature": 0.5, "top_p": 0.9, "top_k": 10}
+SAMPLING_KEYS = {"temperature": "gen_ai.request.temperature", "top_p": "gen_ai.request.top_p",
+                 "top_k": "gen_ai.request.top_k"}
+
+
+def anthropic_request() -> dict[str, Any]:
+    """The scenario's request as the installed anthropic release takes it."""
+    if anthropic_takes_sampling():
+        return {**ANTHROPIC_BASE_REQUEST, **ANTHROPIC_SAMPLING}
+    return dict(ANTHROPIC_BASE_REQUEST)
+
+
+def assert_sampling_recorded(span: ReadableSpan, request: dict[str, Any]) -> None:
+    """The sampling options the request carried (the 0.x/1.x releases) are on the span,
+    as the official instrumentation records them on the conformance release."""
+    attrs = span.attributes or {}
+    for option, key in SAMPLING_KEYS.items():
+        if option in request:
+            assert attrs[key] == request[option], key
 
 
 def official(provider: str, scenario: str) -> dict[str, Any]:
@@ -143,6 +167,7 @@ def anthropic_client(server: ScriptedLLMServer, *, is_async: bool = False) -> An
 
 
 @pytest.mark.host("openai")
+@needs(openai_lacks(chat_params=("service_tier",)))
 def test_openai_chat_stream_has_the_official_keys_and_chunk_metrics(
         sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
     server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
@@ -187,6 +212,7 @@ def test_openai_async_chat_stream_times_its_chunks(sdk: TelemetryHarness,
 
 
 @pytest.mark.host("openai")
+@needs(openai_lacks(responses=True))
 def test_openai_responses_stream_has_the_official_keys(sdk: TelemetryHarness,
                                                        server: ScriptedLLMServer) -> None:
     server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
@@ -257,10 +283,12 @@ def test_host_level_chat_span_is_timed_once_by_the_sdk_stream_under_it(
 def test_anthropic_create_stream_has_the_official_keys(sdk: TelemetryHarness,
                                                        server: ScriptedLLMServer) -> None:
     server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    events = list(anthropic_client(server).messages.create(stream=True, **ANTHROPIC_REQUEST))
+    request = anthropic_request()
+    events = list(anthropic_client(server).messages.create(stream=True, **request))
     assert_conformant(sdk, "anthropic", "messages_create_stream")
     (span,) = chat_spans(sdk)
     assert_streamed_span(span)
+    assert_sampling_recorded(span, request)
     attrs = span.attributes or {}
     assert attrs["gen_ai.response.id"] == events[0].message.id
     assert attrs["gen_ai.usage.output_tokens"] == events[-2].usage.output_tokens
@@ -272,7 +300,8 @@ def test_anthropic_create_stream_has_the_official_keys(sdk: TelemetryHarness,
 def test_anthropic_messages_stream_is_one_chat_span_with_the_official_keys(
         sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
     server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    manager = anthropic_client(server).messages.stream(**ANTHROPIC_REQUEST)
+    request = anthropic_request()  # the conformance streaming.py scenario
+    manager = anthropic_client(server).messages.stream(**request)
     assert server.requests == [] and chat_spans(sdk) == []  # sent when entered
     with manager as stream:
         for _ in stream:
@@ -281,6 +310,7 @@ def test_anthropic_messages_stream_is_one_chat_span_with_the_official_keys(
     assert_conformant(sdk, "anthropic", "messages_stream")
     (span,) = chat_spans(sdk)  # stream() does not call create(): never counted twice
     assert_streamed_span(span)
+    assert_sampling_recorded(span, request)
     attrs = span.attributes or {}
     assert span.name == "chat claude-sonnet-4-20250514"
     assert attrs["gen_ai.response.id"] == final.id == server.requests[-1].response_id
@@ -298,7 +328,7 @@ def test_anthropic_messages_stream_read_by_a_helper_feeds_the_span(
     """The span reads the raw event stream under the ``MessageStream``: the SDK's
     own readers, which do not iterate the object handed to the caller, feed it too."""
     server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    with anthropic_client(server).messages.stream(**ANTHROPIC_REQUEST) as stream:
+    with anthropic_client(server).messages.stream(**anthropic_request()) as stream:
         if reader == "text_stream":
             assert "".join(stream.text_stream) == "This is a test."
         else:
@@ -316,7 +346,7 @@ def test_anthropic_async_messages_stream(sdk: TelemetryHarness,
 
     async def consume() -> Any:
         client = anthropic_client(server, is_async=True)
-        async with client.messages.stream(**ANTHROPIC_REQUEST) as stream:
+        async with client.messages.stream(**anthropic_request()) as stream:
             async for _ in stream.text_stream:
                 pass
             return await stream.get_final_message()
@@ -337,7 +367,7 @@ def test_anthropic_messages_stream_left_early_or_by_an_error_ends_once(
     client = anthropic_client(server, is_async=is_async)
 
     async def aleave(fail: bool) -> None:
-        async with client.messages.stream(**ANTHROPIC_REQUEST) as stream:
+        async with client.messages.stream(**anthropic_request()) as stream:
             await stream.__anext__()
             if fail:
                 raise KeyError("caller")
@@ -346,7 +376,7 @@ def test_anthropic_messages_stream_left_early_or_by_an_error_ends_once(
         if is_async:
             asyncio.run(aleave(fail))
             return
-        with client.messages.stream(**ANTHROPIC_REQUEST) as stream:
+        with client.messages.stream(**anthropic_request()) as stream:
             next(stream)
             if fail:
                 raise KeyError("caller")
@@ -371,14 +401,14 @@ def test_anthropic_messages_stream_request_passes_the_pipeline(
     reg.add_middleware("llm_request", pin_model, plugin="stream-test")
     try:
         server.push_text("This is a test.")
-        with anthropic_client(server).messages.stream(**ANTHROPIC_REQUEST) as stream:
+        with anthropic_client(server).messages.stream(**anthropic_request()) as stream:
             stream.until_done()
     finally:
         reg.remove_plugin("stream-test")
     assert server.requests[-1].body["model"] == "claude-pinned"
     (span,) = chat_spans(sdk)
     assert span.name == "chat claude-pinned"
-    assert (span.attributes or {})["otelmw.request.original_model"] == ANTHROPIC_REQUEST["model"]
+    assert (span.attributes or {})["otelmw.request.original_model"] == ANTHROPIC_MODEL
 
 
 def _weather_tool() -> Any:
@@ -397,6 +427,7 @@ def _weather_tool() -> Any:
 
 
 @pytest.mark.host("anthropic")
+@needs(anthropic_lacks(tool_runner=True))
 @pytest.mark.parametrize("stream", [False, True], ids=["messages", "streams"])
 def test_anthropic_beta_tool_runner_is_one_chat_span_per_model_request(
         sdk: TelemetryHarness, server: ScriptedLLMServer, stream: bool) -> None:

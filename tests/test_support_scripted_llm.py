@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
+from _support.sdk_releases import needs, openai_lacks
 
 pytestmark = pytest.mark.host("openai", "anthropic")
 
@@ -139,6 +140,7 @@ def test_openai_chat_streaming_with_usage(llm: ScriptedLLMServer, oai: openai.Op
     assert all(c.usage is None and c.choices for c in no_usage)  # no usage chunk unless asked
 
 
+@needs(openai_lacks(responses=True))
 def test_openai_responses_api(llm: ScriptedLLMServer, oai: openai.OpenAI) -> None:
     first = oai.responses.create(model="gpt-resp", input=QUESTION, tools=RESP_TOOLS)
     assert (first.id, first.model, first.status) == ("resp_1", "gpt-resp", "completed")
