@@ -157,6 +157,8 @@ def test_an_agent_run_is_one_trace_with_chat_and_tool_spans(
     assert a["otelmw.result.raw.digest"].startswith("sha256-keyed:")
     assert a["otelmw.result.content.digest"].startswith("sha256-keyed:")
     assert tool.start_ns > chats[0].end_ns - 1 and tool.end_ns < chats[1].start_ns + 1
+    leaked = [s.name for s in rx.spans() if "CANARY-PROMPT" in json.dumps(s.attributes)]
+    assert leaked == []  # content is not captured by default
 
 
 def test_the_users_plugin_changes_what_the_model_and_the_tool_receive(
@@ -315,6 +317,31 @@ def test_otelmw_run_instruments_an_unmodified_program_with_the_plugin_enabled(
                                         "chat scripted-model"]
         assert any(s.name == "tool_execution lc_plugin.pass_through" for s in spans)
     assert len(rx.spans("chat scripted-model")) == len(server.requests) == 4
+
+
+UNINSTRUMENT = """
+import wrapt, langchain.agents, langchain.agents.factory as factory
+from langgraph.pregel.main import Pregel
+from langchain_core.tools import BaseTool
+from otelmw.instrumentation.langchain import LangChainInstrumentor
+targets = lambda: [langchain.agents.create_agent, factory.create_agent, vars(Pregel)["stream"],
+                   vars(Pregel)["astream"], vars(BaseTool)["run"], vars(BaseTool)["arun"]]
+before = targets()
+LangChainInstrumentor().instrument()
+print(sum(isinstance(t, wrapt.FunctionWrapper) for t in targets()))
+LangChainInstrumentor().uninstrument()
+print([a is b for a, b in zip(targets(), before)])
+"""
+
+
+def test_uninstrument_restores_every_original(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", UNINSTRUMENT], capture_output=True,
+                          text=True, timeout=TIMEOUT, cwd=tmp_path,
+                          env={**os.environ, "OTEL_SDK_DISABLED": "true"})
+    assert proc.returncode == 0, proc.stderr
+    wrapped, restored = proc.stdout.split("\n")[:2]
+    assert wrapped == "6"  # the re-export of create_agent is the wrapped function
+    assert restored == str([True] * 6)
 
 
 def test_dependencies_are_declared_honestly() -> None:

@@ -57,9 +57,9 @@ class LangChainInstrumentor(OtelmwInstrumentor):
         try:
             owner, _, method = attr.rpartition(".")
             target = getattr(module, owner) if owner else module
-            if isinstance(getattr(target, method, None), wrapt.FunctionWrapper):
-                return  # the re-export of a function wrapped in its own module
-            wrapt.wrap_function_wrapper(module, attr, wrapper)
+            if not isinstance(getattr(target, method, None), wrapt.FunctionWrapper):
+                wrapt.wrap_function_wrapper(module, attr, wrapper)
+            # (else the re-export of a function wrapped in its own module: restored too)
             self._wrapped.append((name, attr))
         except (ImportError, AttributeError) as exc:
             logging.getLogger("otelmw").info("otelmw: langchain: %s.%s not instrumented (%s)",
