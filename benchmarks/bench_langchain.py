@@ -7,6 +7,10 @@ work and each instrumentation's. An SDK ``TracerProvider`` + ``BatchSpanProcesso
 onto an exporter that drops what it gets. Contenders, each in its own process:
 
 * ``bare``: no instrumentation;
+* ``floor``: no instrumentation, one pass-through ``AgentMiddleware`` (``wrap_model_call``,
+  ``wrap_tool_call``) in the agent: what LangChain itself charges for any middleware
+  (each hook is wrapped in LangSmith's ``traceable``, also with tracing off), which
+  otelmw's own middleware pays too;
 * ``otelmw``: ``LangChainInstrumentor`` with a ``TelemetryObserver`` on that provider
   (the full contract on: its middleware in the agent, turns, seams; no plugins);
 * ``official``: ``opentelemetry-instrumentation-genai-langchain`` 1.3b0;
@@ -49,8 +53,10 @@ SHARED = ["langchain", "langchain-core", "langchain-openai", "langgraph", "langg
           "langgraph-checkpoint", "langsmith", "openai", "pydantic", "wrapt",
           "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-instrumentation",
           "opentelemetry-semantic-conventions"]
-CONTENDERS = ("bare", "otelmw", "official", "openinference", "openllmetry")
-LABELS = {"bare": "no instrumentation", "otelmw": "otelmw LangChainInstrumentor",
+CONTENDERS = ("bare", "floor", "otelmw", "official", "openinference", "openllmetry")
+LABELS = {"bare": "no instrumentation",
+          "floor": "floor: a pass-through AgentMiddleware, no telemetry",
+          "otelmw": "otelmw LangChainInstrumentor",
           "official": "official genai-langchain 1.3b0",
           "openinference": "OpenInference langchain 0.1.80",
           "openllmetry": "OpenLLMetry langchain 0.62.4"}
@@ -59,7 +65,7 @@ WARMUP, TURNS, ROUNDS = 30, 150, 5
 
 
 # ----------------------------------------------------------------- the turn
-def scripted_agent() -> Any:
+def scripted_agent(floor: bool = False) -> Any:
     from langchain.agents import create_agent
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, ToolMessage
@@ -95,7 +101,20 @@ def scripted_agent() -> Any:
         """Current weather for a city."""
         return f"sunny in {city}"
 
-    return create_agent(ScriptedModel(), tools=[get_weather], name="bench")
+    middleware: list[Any] = []
+    if floor:
+        from langchain.agents.middleware import AgentMiddleware
+
+        class PassThrough(AgentMiddleware):  # type: ignore[misc]
+            def wrap_model_call(self, request: Any, handler: Any) -> Any:
+                return handler(request)
+
+            def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+                return handler(request)
+
+        middleware.append(PassThrough())
+    return create_agent(ScriptedModel(), tools=[get_weather], name="bench",
+                        middleware=middleware)
 
 
 def instrument(contender: str, tp: Any) -> None:
@@ -133,7 +152,7 @@ def measure(contender: str) -> dict[str, Any]:
 
     tp, exporter = dropping_provider()
     instrument(contender, tp)
-    agent = scripted_agent()
+    agent = scripted_agent(floor=contender == "floor")
     question = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}]}
     for _ in range(WARMUP):
         answer = agent.invoke(question)
@@ -189,19 +208,21 @@ def main() -> None:
     python = Path(sys.executable) if os.environ.get("OTELMW_BENCH_HERE") else ensure_venv()
     order = ["bare", *CONTENDERS[1:], "bare"]
     results: dict[str, list[float]] = {}
+    spans: dict[str, float] = {}
     for contender in order:
-        results.setdefault(contender, []).append(
-            run_contender(python, contender)["us_per_turn"])
+        found = run_contender(python, contender)
+        results.setdefault(contender, []).append(found["us_per_turn"])
+        spans[contender] = found["spans_per_turn"]
     bare = min(results["bare"])
     overhead = {c: min(v) - bare for c, v in results.items() if c != "bare"}
     best_peer = min(overhead[p] for p in PEER_NAMES)
     print(f"LangChain agent turn (2 model calls, 1 tool call), best of {ROUNDS}×{TURNS} "
           f"turns, CPU µs per turn (bare: {bare:.0f} µs)")
-    print("| contender | µs/turn | overhead µs | overhead ÷ best peer's |")
-    print("|---|---|---|---|")
+    print("| contender | µs/turn | overhead µs | overhead ÷ best peer's | spans/turn |")
+    print("|---|---|---|---|---|")
     for c in CONTENDERS[1:]:
         print(f"| {LABELS[c]} | {min(results[c]):.0f} | {overhead[c]:.0f} | "
-              f"{overhead[c] / best_peer:.2f} |")
+              f"{overhead[c] / best_peer:.2f} | {spans[c]:.0f} |")
     ratio = overhead["otelmw"] / best_peer
     print(f"target otelmw ≤ 0.5 × best peer: {ratio:.2f} ({'met' if ratio <= 0.5 else 'missed'})")
 
