@@ -239,6 +239,18 @@ def _dimensions(vector: Any) -> int | None:
 _STREAM_TYPES: dict[type, bool] = {}
 
 
+def raw_response_body(result: Any) -> Any:
+    """The parsed body of an openai ``with_raw_response`` answer to a request that was
+    not streamed (``LegacyAPIResponse``, what langchain-openai asks for); its ``parse()``
+    caches, so the caller's own ``parse()`` gets the same object. Anything else as it is."""
+    if type(result).__name__ != "LegacyAPIResponse" or getattr(result, "_stream", True):
+        return result
+    try:
+        return result.parse()
+    except Exception:  # the caller's own parse() meets the same error
+        return result
+
+
 def is_stream(result: Any) -> bool:
     """An iterator / async iterator result that is consumed after the call returns."""
     t = type(result)

@@ -1,23 +1,18 @@
-"""LangChain and LangGraph on the otelmw pipeline (``otelmw_langchain``).
+"""LangChain 1.x and LangGraph on the otelmw pipeline (``otelmw_langchain``).
 
-Being written (issue 26): the entry point and the supported range are declared so the
-host matrix installs the host; no function of it is wrapped yet.
+* ``middleware``: otelmw's own ``AgentMiddleware``, appended last to every
+  ``create_agent``: each model call → ``chat``, each tool call → ``execute_tool``,
+  through otelmw's contract (rewrites via ``override``, blocks as error ``ToolMessage``).
+* ``turns``: each root graph run (``Pregel.stream``/``astream``, so ``invoke``/``ainvoke``
+  too) → ``invoke_agent {graph name}``.
+* ``seams``: model and tool calls no agent middleware sees (plain graphs, direct use)
+  → the same spans through ``BaseChatModel``/``BaseTool``, never twice.
+* ``requests``: LangChain's model request ↔ the OpenAI chat-shaped request otelmw's
+  middleware sees; the provider names.
+* ``results``: the ``langchain`` normalizer and what LangChain gets back.
+* ``instrumentor``: ``LangChainInstrumentor``, the targets.
 """
 
-from __future__ import annotations
-
-from .._base import OtelmwInstrumentor, Wrapper
-
-
-class LangChainInstrumentor(OtelmwInstrumentor):
-    """``otelmw_langchain`` (see the package docstring)."""
-
-    root_module = "langchain"
-    dependencies = ("langchain >= 1.5.2, < 2",)
-    entry_point = "otelmw_langchain"
-
-    def targets(self) -> list[tuple[str, str, Wrapper]]:
-        return []
-
+from .instrumentor import LangChainInstrumentor
 
 __all__ = ["LangChainInstrumentor"]

@@ -16,7 +16,7 @@ from ...core.contract import CallInfo
 from .. import attributes as a
 from ..events import ChatMessages, InferenceEvents, chat_messages
 from ..messages import OutputCollector
-from ..responses import ResponseFacts, is_stream
+from ..responses import ResponseFacts, is_stream, raw_response_body
 from ..streams import wrap_stream
 from ..values import clean_str as _c
 from ..values import otlp_number, port_number
@@ -308,7 +308,7 @@ class ChatSpans(ModelCallSpans):
                 op.facts = self._collecting(op, ResponseFacts())
             if is_stream(result):
                 return wrap_stream(result, EnrichStream(op.facts, ChunkClock(self, op)))
-            op.facts.absorb(result)
+            op.facts.absorb(raw_response_body(result))
         except Exception as exc:
             self.signals.internal_failure("call_enriched", exc)
         return result
