@@ -44,6 +44,9 @@ BENCHES = {
     "outage": ("bench_outage.py", "5. Exporter outage"),
     "openai-agents": ("bench_openai_agents.py",
                       "OpenAI Agents SDK turn vs the official and OpenInference instrumentations"),
+    "langchain": ("bench_langchain.py",
+                  "LangChain agent turn vs the official, OpenLLMetry and OpenInference "
+                  "instrumentations"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).
