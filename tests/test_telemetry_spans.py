@@ -952,3 +952,25 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
         loop.close()
         harness.close()
     harness.assert_clean()
+
+
+def test_a_nested_tool_protocol_enriches_the_open_tool_span(h: TelemetryHarness) -> None:
+    from otelmw.core import current_tool_call, enrich_tool_call
+
+    def tool(args: Any) -> str:
+        running = current_tool_call()
+        assert running is not None
+        enrich_tool_call(running, {"mcp.method.name": "tools/call", "mcp.session.id": "s1",
+                                   "jsonrpc.request.id": "7", "bad": object(),  # type: ignore[dict-item]
+                                   "network.transport": "pipe"})
+        return "ok"
+
+    assert h.pipeline.run_tool(TOOL, {"q": 1}, tool, tool_call_id="c1") == "ok"
+    span = h.one(f"execute_tool {TOOL}")  # one span: the nested protocol opened none
+    assert len(h.spans()) == 1
+    assert {k: span.attributes[k] for k in (
+        "mcp.method.name", "mcp.session.id", "jsonrpc.request.id", "network.transport")} == {
+        "mcp.method.name": "tools/call", "mcp.session.id": "s1", "jsonrpc.request.id": "7",
+        "network.transport": "pipe"}
+    assert "bad" not in span.attributes  # a value OpenTelemetry cannot take is left out
+    h.assert_clean()

@@ -108,6 +108,11 @@ class PipelineObserver(Protocol):
         """The tool call's normalized result is known; ``status`` is ``ok``,
         ``error`` or ``blocked`` (a ``pre_tool_call`` block directive)."""
 
+    def tool_enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
+        """A nested tool protocol (an MCP client inside the tool) reported its own
+        attributes for ``call`` (``host.enrich_tool_call``); may be called before or
+        after ``tool_result``, never after ``call_finished``."""
+
     def turn_started(self, turn: RuntimeContext) -> Any:
         """An agent turn began (``Pipeline.turn``); returns a token."""
 

@@ -80,6 +80,7 @@ class TelemetryObserver:
         self.request_rewritten = self.chat.request_rewritten
         self.call_enriched = self.chat.enriched
         self.tool_result = self.tools.result
+        self.tool_enriched = self.tools.enriched
         self.rewrite_started = self.wrapper_started = self.layers.started
         self.rewrite_finished = self.layers.rewrite_finished
         self.wrapper_finished = self.layers.finished

@@ -99,6 +99,18 @@ class ToolSpans:
                                        a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
                                        a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
+    def enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
+        """A nested tool protocol's attributes (MCP's under a framework's tool call) on
+        the call's span; values OpenTelemetry cannot take are left out."""
+        op = call.observer_state
+        if not isinstance(op, OpState) or not op.span.is_recording():
+            return
+        try:
+            op.span.set_attributes({k: v for k, v in attributes.items()
+                                    if isinstance(k, str) and _attribute_value(v)})
+        except Exception as exc:
+            self.signals.internal_failure("tool_enriched", exc)
+
     def finish(self, call: CallInfo, op: OpState, result: Any,
                error: BaseException | None) -> Any:
         op.leave_context()
@@ -108,3 +120,9 @@ class ToolSpans:
         span.end()
         self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
         return result
+
+
+def _attribute_value(value: Any) -> bool:
+    if isinstance(value, str | bool | int | float):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
