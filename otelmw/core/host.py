@@ -206,13 +206,18 @@ class HostCall:
 
 
 def open_call(call: CallInfo, payload: Payload,
-              pipeline: Pipeline | None = None) -> HostCall:
+              pipeline: Pipeline | None = None, *, on_host_span: bool = False) -> HostCall:
     """Open ``call`` now (its span starts in the current context and becomes
     current): a call the host starts before the pipeline runs it, or one the
-    pipeline never runs (a host's own call, ended with ``HostCall.finish``)."""
+    pipeline never runs (a host's own call, ended with ``HostCall.finish``).
+
+    ``on_host_span``: the host's own tracing already opened this call's span and it is
+    current here (the MCP SDK's ``tools/call`` server span): the call is recorded on
+    that span, which the host ends, instead of on a second one of otelmw's."""
     obs = (pipeline or get_pipeline()).observer
     if obs is not None:
-        call.observation = obs.call_started(call, payload)
+        adopt = getattr(obs, "call_adopted", None) if on_host_span else None
+        call.observation = (adopt or obs.call_started)(call, payload)
     return HostCall(obs, call)
 
 

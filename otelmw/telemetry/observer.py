@@ -120,6 +120,16 @@ class TelemetryObserver:
             self.signals.internal_failure("call_started", exc)
             return None
 
+    def call_adopted(self, call: CallInfo, payload: Any) -> OpState | None:
+        try:
+            if call.operation == a.OP_EXECUTE_TOOL:
+                return self.tools.adopt(call, payload)
+            # only tool calls adopt a host's span; others open their own
+            return self._by_operation.get(call.operation, self.tools).start(call, payload)
+        except Exception as exc:
+            self.signals.internal_failure("call_adopted", exc)
+            return None
+
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         op = call.observation
         if not isinstance(op, OpState):

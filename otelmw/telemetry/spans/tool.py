@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, get_current_span
 
 from ...core.contract import CallInfo
 from ...core.results import NormalizedToolResult
@@ -30,6 +30,12 @@ from .operation import (
 _INTERNAL = SpanKind.INTERNAL
 
 
+class AdoptedOpState(OpState):
+    """The state of a call recorded on a span the host opened (and ends)."""
+
+    __slots__ = ()
+
+
 class ToolSpans:
     """The ``execute_tool`` span of a tool call."""
 
@@ -42,6 +48,24 @@ class ToolSpans:
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
                                  a.GEN_AI_TOOL_NAME: tool}
         span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
+        self._decorate(span, call, args)
+        token = attach(set_span_in_context(span))
+        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
+        return OpState(span, token, perf_counter(), metric_attrs, None)
+
+    def adopt(self, call: CallInfo, args: Any) -> OpState:
+        """The call's span is the host's own, current here (the MCP SDK's server
+        span): decorated as ``start`` would, ended by the host, not by ``finish``."""
+        span = get_current_span()
+        if not span.is_recording():  # nothing to adopt: a span of otelmw's own
+            return self.start(call, args)
+        tool = _c(call.tool_name) or "unknown"
+        span.set_attributes({a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
+                             a.GEN_AI_TOOL_NAME: tool})
+        self._decorate(span, call, args)
+        return AdoptedOpState(span, None, perf_counter(), {a.GEN_AI_TOOL_NAME: tool}, None)
+
+    def _decorate(self, span: Any, call: CallInfo, args: Any) -> None:
         if span.is_recording():
             extra = call_ids(call, {a.GEN_AI_TOOL_TYPE: "function"})
             put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
@@ -49,9 +73,6 @@ class ToolSpans:
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
-        token = attach(set_span_in_context(span))
-        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
-        return OpState(span, token, perf_counter(), metric_attrs, None)
 
     def result(self, call: CallInfo, normalized: NormalizedToolResult, status: str) -> None:
         """The normalized result: ``status`` ``ok``, ``error`` or ``blocked``."""
@@ -102,7 +123,7 @@ class ToolSpans:
     def enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
         """A nested tool protocol's attributes (MCP's under a framework's tool call) on
         the call's span; values OpenTelemetry cannot take are left out."""
-        op = call.observer_state
+        op = call.observation
         if not isinstance(op, OpState) or not op.span.is_recording():
             return
         try:
@@ -117,7 +138,8 @@ class ToolSpans:
         span = op.span
         if error is not None:
             mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
-        span.end()
+        if type(op) is not AdoptedOpState:  # an adopted span is the host's to end
+            span.end()
         self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
         return result
 
