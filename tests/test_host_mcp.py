@@ -30,7 +30,20 @@ TIMEOUT = 120
 INTERNAL, SERVER, CLIENT, ERROR = 1, 2, 3, 2
 CANARY = "CANARY-RESULT-4e1b"
 MCP2 = int(version("mcp").split(".")[0]) >= 2
-needs_mcp2 = pytest.mark.skipif(not MCP2, reason="mcp.Client and the SDK's spans are 2.x")
+needs_mcp2 = pytest.mark.skipif(not MCP2, reason="mcp.Client is 2.x")
+# The server side's tool span: the SDK's own SERVER span, enriched (2.x); otelmw's own (1.x)
+SERVER_SPAN = "tools/call" if MCP2 else "execute_tool"
+
+
+def client_and_server(spans: list[ReceivedSpan], tool: str
+                      ) -> tuple[list[ReceivedSpan], list[ReceivedSpan]]:
+    """The client's and the server's tool spans of ``tool`` (a server span carries the
+    inbound request's ``jsonrpc.request.id``; a client span does not)."""
+    mine = [s for s in spans if s.attributes.get("gen_ai.tool.name") == tool
+            and s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    server = [s for s in mine if "jsonrpc.request.id" in s.attributes]
+    assert all(s.name == f"{SERVER_SPAN} {tool}" for s in server), [s.name for s in server]
+    return [s for s in mine if s not in server], server
 
 
 @pytest.fixture()
@@ -71,25 +84,26 @@ def texts(out: dict[str, Any]) -> list[Any]:
     return [r.get("text", r.get("raised")) for r in out["results"]]
 
 
-# ---------------------------------------------------------------- in process (2.x)
+# -------------------------------------------------------------------- in process
 
-@needs_mcp2
 def test_in_process_call_is_one_tool_call_on_each_side_in_one_trace(
         rx: OtlpReceiver, tmp_path: Path) -> None:
     out = drive({"transport": "memory", "calls": [["get_weather", "Oslo"]]}, rx, tmp_path)
     assert texts(out) == [f"sunny in Oslo {CANARY}"] and out["ran"] == ["get_weather:Oslo"]
     rx.wait_for(lambda: len(tool_spans(rx)) >= 2)
-    spans = tool_spans(rx, "get_weather")
-    client = [s for s in spans if s.name == "execute_tool get_weather"]
-    server = [s for s in spans if s.name == "tools/call get_weather"]
-    # one otelmw span on the client, the SDK's own server span enriched (not doubled)
+    client, server = client_and_server(rx.spans(), "get_weather")
+    # one otelmw span on the client; on the server the SDK's own span enriched (2.x,
+    # not doubled) or otelmw's (1.x)
     assert len(client) == 1 and len(server) == 1, [s.name for s in rx.spans()]
     c, s = client[0], server[0]
-    assert s.kind == SERVER and s.scope_name == "mcp-python-sdk"
-    assert c.trace_id == s.trace_id and s.parent_span_id == c.span_id
+    assert c.name == "execute_tool get_weather"
+    if MCP2:
+        assert s.kind == SERVER and s.scope_name == "mcp-python-sdk"
+        assert s.parent_span_id == c.span_id
+        assert c.attributes["mcp.protocol.version"] and s.attributes["mcp.protocol.version"]
+    assert c.trace_id == s.trace_id
     for span in (c, s):
         assert span.attributes["mcp.method.name"] == "tools/call"
-        assert span.attributes["mcp.protocol.version"]
         assert span.attributes["otelmw.runtime.id"] == "mcp"
         assert span.attributes["otelmw.result.status"] == "ok"
         assert span.attributes["otelmw.result.raw.digest"].startswith("sha256")
@@ -100,7 +114,6 @@ def test_in_process_call_is_one_tool_call_on_each_side_in_one_trace(
     assert out["failures"] == {}
 
 
-@needs_mcp2
 def test_in_process_is_error_a_raising_tool_a_json_rpc_error_and_a_block(
         rx: OtlpReceiver, tmp_path: Path) -> None:
     out = drive({"transport": "memory", "client_plugins": ["block", "observe"],
@@ -108,25 +121,26 @@ def test_in_process_is_error_a_raising_tool_a_json_rpc_error_and_a_block(
                 rx, tmp_path)
     broken, rpc, blocked = out["results"]
     assert broken["is_error"] and broken["type"] == "CallToolResult"  # as without otelmw
-    assert rpc["raised"] == "MCPError: upstream unavailable"
+    if MCP2:  # a JSON-RPC error raises in the client (1.x makes it an isError result)
+        assert rpc["raised"] == "MCPError: upstream unavailable"
     assert blocked == {"text": "forbidden by the client policy", "is_error": True,
                        "type": "CallToolResult"}
     assert "forbidden:z" not in out["ran"]  # the block never reached the server
     assert "client:forbidden:blocked" in out["seen"]
     rx.wait_for(lambda: len(tool_spans(rx)) >= 5)
-    (c_broken,) = [s for s in tool_spans(rx, "broken") if s.name.startswith("execute_tool")]
+    (c_broken,), (s_broken,) = client_and_server(rx.spans(), "broken")
     assert c_broken.attributes["error.type"] == "tool_error" and c_broken.status_code == ERROR
     assert c_broken.attributes["otelmw.result.success"] is False
-    (c_rpc,) = [s for s in tool_spans(rx, "rpc_error") if s.name.startswith("execute_tool")]
-    assert c_rpc.status_code == ERROR and "MCPError" in c_rpc.attributes["error.type"]
-    (s_rpc,) = [s for s in tool_spans(rx, "rpc_error") if s.name.startswith("tools/call")]
-    assert s_rpc.attributes["error.type"] == "-32001"  # the SDK's own marking stands
+    assert s_broken.status_code == ERROR  # the tool raised in the server
+    if MCP2:
+        (c_rpc,), (s_rpc,) = client_and_server(rx.spans(), "rpc_error")
+        assert c_rpc.status_code == ERROR and "MCPError" in c_rpc.attributes["error.type"]
+        assert s_rpc.attributes["error.type"] == "-32001"  # the SDK's own marking stands
     (c_block,) = tool_spans(rx, "forbidden")
     assert c_block.attributes["otelmw.result.status"] == "blocked"
     assert "mcp.method.name" not in c_block.attributes  # nothing was sent
 
 
-@needs_mcp2
 def test_a_wrapper_answers_from_its_cache_without_the_server(
         rx: OtlpReceiver, tmp_path: Path) -> None:
     out = drive({"transport": "memory", "client_plugins": ["cache", "rewrite"],
@@ -136,28 +150,25 @@ def test_a_wrapper_answers_from_its_cache_without_the_server(
     assert out["ran"] == ["get_weather:Oslo+client"]
     assert [r["type"] for r in out["results"]] == ["CallToolResult"] * 2
     rx.wait_for(lambda: len(tool_spans(rx)) >= 3)
-    client = [s for s in tool_spans(rx) if s.name == "execute_tool get_weather"]
-    assert len(client) == 2 and len([s for s in tool_spans(rx)
-                                     if s.name.startswith("tools/call")]) == 1
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert len(client) == 2 and len(server) == 1
     wrappers = rx.spans("tool_execution mcp-test-client.cached")
     assert {w.parent_span_id for w in wrappers} >= {c.span_id for c in client}
 
 
-@needs_mcp2
 def test_a_call_inside_a_framework_tool_enriches_it_and_runs_the_contract_once(
         rx: OtlpReceiver, tmp_path: Path) -> None:
     out = drive({"transport": "memory", "nested": True, "client_plugins": ["observe"],
                  "calls": [["get_weather", "Oslo"]]}, rx, tmp_path)
     assert texts(out) == [f"sunny in Oslo {CANARY}"]
     rx.wait_for(lambda: len(tool_spans(rx)) >= 2)
-    executes = [s for s in rx.spans() if s.name.startswith("execute_tool")]
-    # one execute_tool span: the framework's, carrying the MCP attributes
-    assert [s.name for s in executes] == ["execute_tool ask_weather_service"]
-    outer = executes[0]
+    (outer,) = [s for s in rx.spans() if s.name == "execute_tool ask_weather_service"]
+    # no client span of its own: the framework's span carries the MCP attributes
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert client == [] and len(server) == 1, [s.name for s in rx.spans()]
     assert outer.attributes["mcp.method.name"] == "tools/call"
     assert outer.attributes["gen_ai.tool.call.id"] == "call_framework_1"
-    (server,) = [s for s in tool_spans(rx) if s.name == "tools/call get_weather"]
-    assert server.trace_id == outer.trace_id
+    assert server[0].trace_id == outer.trace_id
     # post_tool_call fired for the framework call and the server side, not a client MCP call
     assert sorted(out["seen"]) == ["client:ask_weather_service:ok", "client:get_weather:ok"]
 
@@ -212,3 +223,47 @@ def test_the_host_answers_as_without_otelmw(rx: OtlpReceiver, tmp_path: Path) ->
     bare = drive({**spec, "bare": True}, rx, tmp_path)
     observed = drive(spec, rx, tmp_path)
     assert observed["results"] == bare["results"]
+
+
+# ------------------------------------------------------------------ zero code
+
+def _plugin_site(tmp_path: Path) -> Path:
+    """An installed otelmw plugin (an ``otelmw.plugins`` entry point) whose
+    ``tool_request`` rewrite marks the city once, on whichever side sees it first."""
+    site = tmp_path / "site"
+    info = site / "mcp_city_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcp-city-plugin\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
+                                           "mcp_city = mcp_city_plugin:register\n")
+    (site / "mcp_city_plugin.py").write_text(
+        "def register(ctx):\n"
+        "    def mark(**kw):\n"
+        "        city = kw['args'].get('city', '')\n"
+        "        if '+plugin' in city:\n"
+        "            return None\n"
+        "        return {'args': {**kw['args'], 'city': city + '+plugin'}}\n"
+        "    ctx.register_middleware('tool_request', mark)\n")
+    return site
+
+
+def test_otelmw_run_instruments_an_unmodified_client_and_its_server(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    from _support.cli import otelmw
+
+    site = _plugin_site(tmp_path)
+    env = child_env(tmp_path, rx, {"OTEL_SERVICE_NAME": "plain-mcp"})
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), env.get("PYTHONPATH")) if x)
+    enabled = otelmw("plugins", "enable", "mcp_city", env=env, cwd=tmp_path)
+    assert enabled.returncode == 0, enabled.stderr
+    proc = otelmw("run", "--", sys.executable, str(SCRIPTS / "plain_program.py"),
+                  env=env, cwd=tmp_path)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    # the client's plugin rewrote the arguments the server's tool received
+    assert "RESULT sunny in Paris+plugin" in proc.stdout, proc.stdout
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 2, timeout=20)
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert len(client) == 1 and len(server) == 1, [s.name for s in rx.spans()]
+    assert client[0].trace_id == server[0].trace_id  # the server process joined the trace
+    assert rx.spans("tool_request mcp_city.mark")

@@ -1,11 +1,12 @@
 """One MCP client scenario for ``tests/test_host_mcp.py``, in a fresh process.
 
-``argv[1]`` is a JSON spec: ``transport`` (``memory``: ``mcp.Client(server)`` in process,
-2.x; ``stdio``: the server as a subprocess, through ``mcp.Client`` on 2.x or
-``stdio_client`` + ``ClientSession`` on 1.x; ``session``: a ``ClientSession`` over an
-in-process memory stream pair), ``calls`` (``[tool, city]`` pairs), ``client_plugins``,
-``server_plugins``, ``bare`` (no otelmw instrumentation), ``nested`` (the calls are made
-inside a tool call the pipeline runs, as a framework's MCP tool would). The last stdout
+``argv[1]`` is a JSON spec: ``transport`` (``memory``: in process, ``mcp.Client(server)``
+on 2.x, a ``ClientSession`` over memory streams on 1.x; ``stdio``: the server as a
+subprocess, through ``mcp.Client`` on 2.x or ``stdio_client`` + ``ClientSession`` on 1.x;
+``session``: 2.x ``Client.session``'s ``ClientSession`` over stdio), ``calls``
+(``[tool, city]`` pairs), ``client_plugins``, ``server_plugins``, ``bare`` (no otelmw
+instrumentation), ``nested`` (the calls are made inside a tool call the pipeline runs,
+as a framework's MCP tool would). The last stdout
 line is ``RESULT <json>``: each call's text and ``isError``, or the error it raised.
 """
 
@@ -56,9 +57,15 @@ def server_params() -> Any:
 async def scenario() -> list[dict[str, Any]]:
     transport = SPEC.get("transport", "memory")
     if transport == "memory":
-        from mcp import Client
         from weather_server import server
 
+        try:
+            from mcp import Client
+        except ImportError:  # 1.x: a ClientSession over in-process memory streams
+            from mcp.shared.memory import create_connected_server_and_client_session
+
+            async with create_connected_server_and_client_session(server) as session:
+                return await run_calls(session.call_tool)
         async with Client(server) as client:
             return await run_calls(client.call_tool)
     try:
@@ -67,10 +74,10 @@ async def scenario() -> list[dict[str, Any]]:
         from mcp import ClientSession
         from mcp.client.stdio import stdio_client
 
-        async with stdio_client(server_params()) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await run_calls(session.call_tool)
+        async with stdio_client(server_params()) as (read, write), ClientSession(
+                read, write) as session:
+            await session.initialize()
+            return await run_calls(session.call_tool)
     async with Client(server_params()) as client:
         if transport == "session":  # the session API under the high-level client
             return await run_calls(client.session.call_tool)
@@ -106,10 +113,7 @@ def main() -> None:
     register("client", SPEC.get("client_plugins", []))
     if SPEC.get("transport", "memory") == "memory":
         register("server", SPEC.get("server_plugins", []))  # one process: one pipeline
-    if SPEC.get("nested"):
-        results = asyncio.run(nested(scenario))
-    else:
-        results = asyncio.run(scenario())
+    results = asyncio.run(nested(scenario) if SPEC.get("nested") else scenario())
     out: dict[str, Any] = {"results": results, "seen": SEEN}
     if SPEC.get("transport", "memory") == "memory":
         from weather_server import RAN

@@ -21,7 +21,7 @@ from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
 from .client import client_call_tool, session_call_tool
 from .results import RUNTIME_ID, MCPResultNormalizer
-from .server import compose_server_middleware, fastmcp_call_tool
+from .server import compose_server_middleware, tool_manager_call_tool
 
 
 def _major() -> int:
@@ -44,7 +44,8 @@ class MCPInstrumentor(OtelmwInstrumentor):
         if _major() < 2:  # 1.x: no tracing, no context in _meta, no server middleware
             return [
                 ("mcp.client.session", "ClientSession.call_tool", session_call_tool(True)),
-                ("mcp.server.fastmcp.server", "FastMCP.call_tool", fastmcp_call_tool),
+                ("mcp.server.fastmcp.tools.tool_manager", "ToolManager.call_tool",
+                 tool_manager_call_tool),
             ]
         return [
             ("mcp.client.session", "ClientSession.call_tool", session_call_tool(False)),

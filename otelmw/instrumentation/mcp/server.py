@@ -7,8 +7,8 @@ it; the list itself is left as the user made it), so it sees the request after t
 user's middleware and a rewrite changes what the handler validates and runs. The
 SDK's ``tools/call {name}`` SERVER span (its ``OpenTelemetryMiddleware``, on by
 default) is the tool call's span: otelmw records the call on it instead of adding a
-second one. 1.x (no tracing of its own): ``FastMCP.call_tool``, under a span of
-otelmw's own.
+second one. 1.x (no tracing of its own): ``FastMCP``'s ``ToolManager.call_tool``,
+under a span of otelmw's own.
 """
 
 from __future__ import annotations
@@ -156,24 +156,31 @@ def _server_attributes(ctx: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------- 1.x
 
-async def fastmcp_call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                            kwargs: dict[str, Any]) -> Any:
-    """``FastMCP.call_tool(name, arguments)`` (1.x): the tool call in the server."""
+async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                                 kwargs: dict[str, Any]) -> Any:
+    """``ToolManager.call_tool(name, arguments, context, ...)`` (1.x ``FastMCP``; looked
+    up at each call, so a server made before instrumentation is observed too): the
+    tool call in the server."""
     try:
-        name = args[0] if args else kwargs["name"]
-        arguments = args[1] if len(args) > 1 else kwargs.get("arguments")
-        request = _request_context(instance)
+        rest = dict(kwargs)
+        name = args[0] if args else rest.pop("name")
+        arguments = args[1] if len(args) > 1 else rest.pop("arguments", None)
+        rest_args = args[2:]
+        context = rest_args[0] if rest_args else rest.get("context")
+        request = getattr(context, "_request_context", None)
         parent = _client_context(getattr(request, "meta", None))
         attrs = _server_attributes(request) if request is not None else {
             a.MCP_METHOD_NAME: TOOLS_CALL}
+        if not isinstance(name, str):
+            raise TypeError("tool name is not a string")
     except Exception as exc:
-        failed("FastMCP.call_tool", exc)
+        failed("ToolManager.call_tool", exc)
         return await wrapped(*args, **kwargs)
     outcome = ChainOutcome()
 
     async def execute(tool_args: Any) -> Any:
         outcome.sent = True
-        outcome.raw = await wrapped(name, tool_args)
+        outcome.raw = await wrapped(name, tool_args, *rest_args, **rest)
         return outcome.raw
 
     start = time.perf_counter()
@@ -203,11 +210,3 @@ async def fastmcp_call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
         if error is not None:
             point[a.ERROR_TYPE] = error
         record_mcp_operation("server", time.perf_counter() - start, point)
-
-
-def _request_context(server: Any) -> Any:
-    """The SDK's context of the request being handled (1.x), or None."""
-    try:
-        return server.get_context().request_context
-    except Exception:  # outside a request (a direct call)
-        return None
