@@ -59,9 +59,10 @@ class PipelineObserver(Protocol):
         ``call.observation`` and never reads; the observer never writes the call."""
 
     def call_adopted(self, call: CallInfo, payload: Any) -> object | None:
-        """As ``call_started`` (returns the call's observation), for a call whose span the host's own tracing opened and
-        made current (``host.open_call(..., on_host_span=True)``): the call's telemetry
-        goes on that span, and the host ends it."""
+        """As ``call_started`` (returns the call's observation), for a call whose span
+        the host's own tracing opened and made current
+        (``host.open_call(..., on_host_span=True)``): the call's telemetry goes on that
+        span, and the host ends it."""
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         """The request of an LLM call changed since ``call_started`` (a request
