@@ -34,8 +34,11 @@ def measure(contender: str, calls: int) -> float:
     if contender != "bare":
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-        from opentelemetry.sdk.trace.export import SpanExportResult
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
 
         class Dropping(SpanExporter):
             def export(self, spans: object) -> SpanExportResult:
