@@ -156,3 +156,49 @@ def test_a_host_call_reports_what_the_host_observed_through_the_seam() -> None:
     assert quiet.seen == []
     assert enrich_llm_call(call, "raw", None, None, pipe) == "raw"
     assert quiet.seen == [("call_enriched", "raw")]
+
+
+def test_a_nested_tool_protocol_enriches_the_tool_call_the_pipeline_runs() -> None:
+    # an MCP client inside a framework's tool: the pipeline's own tool call is the call
+    # in flight (only while the tool runs), and the protocol's attributes go through
+    # the seam to it
+    import asyncio
+
+    from otelmw.core import Pipeline, current_tool_call, enrich_tool_call
+
+    pipe, obs = Pipeline(), Recorder()
+    pipe.observer = obs  # type: ignore[assignment]
+    seen: list[object] = []
+
+    def tool(args: object) -> str:
+        running = current_tool_call()
+        assert running is not None
+        seen.append(running.call.tool_name)
+        enrich_tool_call(running, {"mcp.method.name": "tools/call"})
+        return "r"
+
+    async def atool(args: object) -> str:
+        await asyncio.sleep(0)
+        return tool(args)
+
+    assert current_tool_call() is None
+    assert pipe.run_tool("lookup", {"q": 1}, tool, tool_call_id="t1") == "r"
+    assert asyncio.run(pipe.arun_tool("alookup", {"q": 1}, atool)) == "r"
+    assert current_tool_call() is None  # only while the tool ran
+    assert seen == ["lookup", "alookup"]
+    enriched = [payload for name, payload in obs.seen if name == "tool_enriched"]
+    assert enriched == [{"mcp.method.name": "tools/call"}] * 2
+    # an observer written before the method: nothing is reported, nothing raises
+    older = OlderRecorder()
+    pipe.observer = older  # type: ignore[assignment]
+    assert pipe.run_tool("lookup", {"q": 1}, tool) == "r"
+    assert [name for name, _ in older.seen] == ["call_started", "tool_result", "call_finished"]
+
+
+class OlderRecorder(Recorder):
+    """An observer from before ``tool_enriched`` was part of the protocol."""
+
+    def __getattr__(self, name: str) -> object:
+        if name == "tool_enriched":
+            raise AttributeError(name)
+        return super().__getattr__(name)

@@ -952,3 +952,55 @@ def test_traced_calls_with_every_layer_kind_and_hook_events_leave_no_cyclic_garb
         loop.close()
         harness.close()
     harness.assert_clean()
+
+
+def test_a_nested_tool_protocol_enriches_the_open_tool_span(h: TelemetryHarness) -> None:
+    from otelmw.core import current_tool_call, enrich_tool_call
+
+    def tool(args: Any) -> str:
+        running = current_tool_call()
+        assert running is not None
+        enrich_tool_call(running, {"mcp.method.name": "tools/call", "mcp.session.id": "s1",
+                                   "jsonrpc.request.id": "7", "bad": object(),  # type: ignore[dict-item]
+                                   "network.transport": "pipe"})
+        return "ok"
+
+    assert h.pipeline.run_tool(TOOL, {"q": 1}, tool, tool_call_id="c1") == "ok"
+    span = h.one(f"execute_tool {TOOL}")  # one span: the nested protocol opened none
+    assert len(h.spans()) == 1
+    assert {k: span.attributes[k] for k in (
+        "mcp.method.name", "mcp.session.id", "jsonrpc.request.id", "network.transport")} == {
+        "mcp.method.name": "tools/call", "mcp.session.id": "s1", "jsonrpc.request.id": "7",
+        "network.transport": "pipe"}
+    assert "bad" not in span.attributes  # a value OpenTelemetry cannot take is left out
+    h.assert_clean()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_call_on_the_hosts_own_span_adds_no_span(h: TelemetryHarness, mode: str) -> None:
+    # the MCP SDK's server span is current: otelmw's tool call is recorded on it, its
+    # layers are its children, and the host (not otelmw) ends it
+    from otelmw.core import CallInfo, open_call
+
+    add_wrappers(h, mode, "tool", ["pass"])
+    with h.tracer.start_as_current_span("tools/call lookup") as host_span:
+        call = CallInfo(operation="execute_tool", tool_name=TOOL, runtime_id="mcp")
+        opened = open_call(call, {"q": 1}, h.pipeline, on_host_span=True)
+        if mode == MODES[0]:
+            out = h.pipeline.run_tool(TOOL, {"q": 1}, lambda a: "ok", call=opened.call)
+        else:
+            async def tool(a: Any) -> str:
+                return "ok"
+            out = asyncio.run(h.pipeline.arun_tool(TOOL, {"q": 1}, tool, call=opened.call))
+        assert out == "ok"
+        assert host_span.is_recording()  # otelmw did not end the host's span
+    spans = h.spans()
+    assert [s.name for s in spans if s.name.startswith("execute_tool")] == []
+    host = h.one("tools/call lookup")
+    assert host.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert host.attributes["otelmw.result.status"] == "ok"
+    assert host.attributes["otelmw.runtime.id"] == "mcp"
+    wrapper = [s for s in spans if s.name != "tools/call lookup"]
+    assert len(wrapper) == 1 and is_child(wrapper[0], host)
+    assert sum(p.count for p in h.points("gen_ai.execute_tool.duration")) == 1
+    h.assert_clean()

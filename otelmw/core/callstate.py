@@ -3,9 +3,10 @@ its model call, the base calls at the end of the execution chains."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import contract as c
 
@@ -95,12 +96,33 @@ def _base_payload(p: Any, request: Any) -> Any:
     return p
 
 
+class ToolInFlight(NamedTuple):
+    """The pipeline tool call whose base call (the tool itself) runs in this context,
+    and the observer that hears of it."""
+
+    call: c.CallInfo
+    observer: PipelineObserver | None
+
+
+_tool_in_flight: contextvars.ContextVar[ToolInFlight | None] = contextvars.ContextVar(
+    "otelmw_tool_in_flight", default=None)
+
+
+def tool_in_flight() -> ToolInFlight | None:
+    """The pipeline tool call whose tool runs in this context, if any: a nested tool
+    protocol (an MCP client inside the tool) enriches it instead of opening its own."""
+    return _tool_in_flight.get()
+
+
 def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
-                    elapsed: list[float], awaits: bool, p: Any) -> Steps[Any]:
+                    elapsed: list[float], in_flight: ToolInFlight, awaits: bool,
+                    p: Any) -> Steps[Any]:
     """A tool call's base call (as ``llm_base_steps``) that adds its own duration to
     ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it); in
-    an asynchronous call the await of what ``execute`` returns is part of it."""
+    an asynchronous call the await of what ``execute`` returns is part of it. Only in
+    here is the call the tool call in flight (``tool_in_flight``)."""
     p = request if p is original else _base_payload(p, request)
+    token = _tool_in_flight.set(in_flight)
     t0 = perf_counter()
     try:
         r = execute(p)
@@ -109,3 +131,7 @@ def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
         return r
     finally:
         elapsed[0] += perf_counter() - t0
+        try:
+            _tool_in_flight.reset(token)
+        except ValueError:  # reset from another context: leave it there
+            pass

@@ -16,8 +16,8 @@ A host adapter catches what a host does and hands it to the pipeline:
   hook points (``HostCall.report_hook_firing``);
 * **a nested call** that must enrich the call in flight rather than open a second one
   (``current_llm_call`` + ``enrich_llm_call`` for a provider SDK under a host-level
-  model call; ``current_tool_call`` + ``HostCall.report_tool_result`` for a tool protocol
-  under a host-level tool call).
+  model call; ``current_tool_call`` + ``enrich_tool_call`` for a tool protocol, e.g.
+  an MCP client, under a tool call a host or the pipeline runs).
 
 Nothing here imports OpenTelemetry; the observer stays behind the seam. Failures of
 an adapter's own code are reported with ``instrumentation_failed`` (counted, warned
@@ -27,7 +27,7 @@ once); an adapter fails open: the host's call always runs.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeAlias, TypeVar
 
@@ -52,6 +52,7 @@ __all__ = [
     "current_llm_call",
     "current_tool_call",
     "enrich_llm_call",
+    "enrich_tool_call",
     "hook_firings_recorded",
     "host_layer",
     "install_observer",
@@ -205,13 +206,18 @@ class HostCall:
 
 
 def open_call(call: CallInfo, payload: Payload,
-              pipeline: Pipeline | None = None) -> HostCall:
+              pipeline: Pipeline | None = None, *, on_host_span: bool = False) -> HostCall:
     """Open ``call`` now (its span starts in the current context and becomes
     current): a call the host starts before the pipeline runs it, or one the
-    pipeline never runs (a host's own call, ended with ``HostCall.finish``)."""
+    pipeline never runs (a host's own call, ended with ``HostCall.finish``).
+
+    ``on_host_span``: the host's own tracing already opened this call's span and it is
+    current here (the MCP SDK's ``tools/call`` server span): the call is recorded on
+    that span, which the host ends, instead of on a second one of otelmw's."""
     obs = (pipeline or get_pipeline()).observer
     if obs is not None:
-        call.observation = obs.call_started(call, payload)
+        adopt = getattr(obs, "call_adopted", None) if on_host_span else None
+        call.observation = (adopt or obs.call_started)(call, payload)
     return HostCall(obs, call)
 
 
@@ -259,10 +265,30 @@ _current_tool_call: contextvars.ContextVar[HostCall | None] = contextvars.Contex
 
 
 def current_tool_call() -> HostCall | None:
-    """The host-level tool call in flight in this context (``tool_call_current``): a
-    nested tool protocol (an MCP client under a host's tool) reports its result on it
-    instead of opening a second ``execute_tool`` span."""
-    return _current_tool_call.get()
+    """The tool call in flight in this context: the one a host adapter marked
+    (``tool_call_current``), else the one whose tool the pipeline is running
+    (``run_tool``'s base call). A nested tool protocol (an MCP client inside a
+    framework's tool) enriches it (``enrich_tool_call``) instead of opening a second
+    ``execute_tool`` span and running the contract twice."""
+    host = _current_tool_call.get()
+    if host is not None:
+        return host
+    running = callstate.tool_in_flight()
+    return None if running is None else HostCall(running.observer, running.call)
+
+
+#: An attribute value a nested tool protocol reports (what OpenTelemetry accepts).
+ToolAttribute: TypeAlias = "str | bool | int | float | Sequence[str]"
+
+
+def enrich_tool_call(call: HostCall, attributes: Mapping[str, ToolAttribute]) -> None:
+    """A nested tool protocol (the MCP client under a framework's tool call) adds what
+    it knows (its protocol's attributes) to ``call``'s ``execute_tool`` span; the
+    call's result is still the host's to report."""
+    obs = call._obs  # the HostCall's own observer
+    enrich = getattr(obs, "tool_enriched", None)  # an observer older than the method
+    if enrich is not None and attributes:
+        enrich(call.call, dict(attributes))
 
 
 @contextmanager

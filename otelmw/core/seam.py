@@ -58,6 +58,12 @@ class PipelineObserver(Protocol):
         call's observation (whatever the observer keeps for it), which the core puts on
         ``call.observation`` and never reads; the observer never writes the call."""
 
+    def call_adopted(self, call: CallInfo, payload: Any) -> object | None:
+        """As ``call_started`` (returns the call's observation), for a call whose span
+        the host's own tracing opened and made current
+        (``host.open_call(..., on_host_span=True)``): the call's telemetry goes on that
+        span, and the host ends it."""
+
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         """The request of an LLM call changed since ``call_started`` (a request
         stage rewrote it, or a wrapper passed another one on): ``request`` is the
@@ -107,6 +113,11 @@ class PipelineObserver(Protocol):
                     status: str) -> None:
         """The tool call's normalized result is known; ``status`` is ``ok``,
         ``error`` or ``blocked`` (a ``pre_tool_call`` block directive)."""
+
+    def tool_enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
+        """A nested tool protocol (an MCP client inside the tool) reported its own
+        attributes for ``call`` (``host.enrich_tool_call``); may be called before or
+        after ``tool_result``, never after ``call_finished``."""
 
     def turn_started(self, turn: RuntimeContext) -> Any:
         """An agent turn began (``Pipeline.turn``); returns a token."""

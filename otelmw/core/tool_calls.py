@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from . import contract as c
 from .callstate import (
+    ToolInFlight,
     finished_steps,
     isawaitable,
     linked_api_request_id,
@@ -250,17 +251,18 @@ class ToolCalls:
             normalized, status, error = _blocked(blocked), "blocked", None
         else:
             elapsed = [0.0]  # execution_time_ms: the base call only
+            in_flight = ToolInFlight(call, obs)
             layers = mw[c.TOOL_EXECUTION]
             try:
                 if layers:
                     terminal = partial(adrive if awaits else drive, tool_base_steps, execute,
-                                       parsed, original, elapsed, awaits)
+                                       parsed, original, elapsed, in_flight, awaits)
                     raw = yield from execution_steps(
                         layers, call, "args", effective, {**kw, "original_args": original},
                         terminal, obs, failures, awaits)
                 else:
                     raw = yield from tool_base_steps(execute, parsed, original, elapsed,
-                                                     awaits, effective)
+                                                     in_flight, awaits, effective)
             except Exception as exc:
                 normalized, status, error = self._outcome(call, None, exc, elapsed[0])
             else:

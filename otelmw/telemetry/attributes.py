@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
+from opentelemetry.semconv._incubating.attributes import jsonrpc_attributes, mcp_attributes
 from opentelemetry.semconv._incubating.attributes import openai_attributes as oai
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes import (
     error_attributes,
     exception_attributes,
+    network_attributes,
     server_attributes,
 )
 
@@ -65,6 +67,12 @@ EXCEPTION_MESSAGE: Final = exception_attributes.EXCEPTION_MESSAGE
 EXCEPTION_STACKTRACE: Final = exception_attributes.EXCEPTION_STACKTRACE
 SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
 SERVER_PORT: Final = server_attributes.SERVER_PORT
+# MCP (the otelmw_mcp host; semantic-conventions gen-ai/mcp.md)
+MCP_METHOD_NAME: Final = mcp_attributes.MCP_METHOD_NAME
+MCP_PROTOCOL_VERSION: Final = mcp_attributes.MCP_PROTOCOL_VERSION
+MCP_SESSION_ID: Final = mcp_attributes.MCP_SESSION_ID
+JSONRPC_REQUEST_ID: Final = jsonrpc_attributes.JSONRPC_REQUEST_ID
+NETWORK_TRANSPORT: Final = network_attributes.NETWORK_TRANSPORT
 
 OTELMW_API_REQUEST_ID: Final = "otelmw.api_request.id"
 OTELMW_RUNTIME_ID: Final = "otelmw.runtime.id"

@@ -80,6 +80,7 @@ class TelemetryObserver:
         self.request_rewritten = self.chat.request_rewritten
         self.call_enriched = self.chat.enriched
         self.tool_result = self.tools.result
+        self.tool_enriched = self.tools.enriched
         self.rewrite_started = self.wrapper_started = self.layers.started
         self.rewrite_finished = self.layers.rewrite_finished
         self.wrapper_finished = self.layers.finished
@@ -117,6 +118,16 @@ class TelemetryObserver:
             return self._by_operation.get(call.operation, self.tools).start(call, payload)
         except Exception as exc:
             self.signals.internal_failure("call_started", exc)
+            return None
+
+    def call_adopted(self, call: CallInfo, payload: Any) -> OpState | None:
+        try:
+            if call.operation == a.OP_EXECUTE_TOOL:
+                return self.tools.adopt(call, payload)
+            # only tool calls adopt a host's span; others open their own
+            return self._by_operation.get(call.operation, self.tools).start(call, payload)
+        except Exception as exc:
+            self.signals.internal_failure("call_adopted", exc)
             return None
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:

@@ -1,23 +1,72 @@
-"""MCP (client and server) on the otelmw pipeline (``otelmw_mcp``).
+"""MCP (Model Context Protocol), client and server, on the otelmw pipeline
+(``otelmw_mcp``), for both major lines of the Python SDK (``mcp`` 1.x and 2.x).
 
-Being written (issue 25): the entry point and the supported range are declared so the
-host matrix installs the host; no function of it is wrapped yet.
+* client (``client.py``): each ``tools/call`` is a tool call through the pipeline
+  (``tool_request`` rewrites the arguments sent, ``tool_execution`` wraps the round
+  trip, a ``pre_tool_call`` block answers an error ``CallToolResult`` without
+  sending); inside a tool call already in flight it only enriches that call;
+* server (``server.py``): each inbound ``tools/call`` is a tool call in the server
+  process, parented on the client's trace context from ``params._meta``;
+* results (``results.py``): the ``mcp`` normalizer of ``CallToolResult``.
+
+docs/telemetry.md (``otelmw_mcp``) says what each side emits and which span of the
+SDK's own is enriched rather than doubled.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
+from .client import client_call_tool, session_call_tool
+from .results import RUNTIME_ID, MCPResultNormalizer
+from .server import compose_server_middleware, tool_manager_call_tool
+
+
+def _major() -> int:
+    from importlib.metadata import version
+
+    try:
+        return int(version("mcp").split(".", 1)[0])
+    except Exception:
+        return 2
 
 
 class MCPInstrumentor(OtelmwInstrumentor):
     """``otelmw_mcp`` (see the package docstring)."""
 
     root_module = "mcp"
-    dependencies = ("mcp >= 2.3.0, < 3",)
+    dependencies = ("mcp >= 1.30.0, < 3",)
     entry_point = "otelmw_mcp"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
-        return []
+        if _major() < 2:  # 1.x: no tracing, no context in _meta, no server middleware
+            return [
+                ("mcp.client.session", "ClientSession.call_tool", session_call_tool(True)),
+                ("mcp.server.fastmcp.tools.tool_manager", "ToolManager.call_tool",
+                 tool_manager_call_tool),
+            ]
+        return [
+            ("mcp.client.session", "ClientSession.call_tool", session_call_tool(False)),
+            ("mcp.client.client", "Client.call_tool", client_call_tool),
+            ("mcp.server.runner", "ServerRunner._compose_server_middleware",
+             compose_server_middleware),
+        ]
+
+    def _after_instrument(self, **kwargs: Any) -> None:
+        normalizers = get_pipeline().normalizers
+        self._normalizer: MCPResultNormalizer | None = None
+        if not normalizers.has_middleware(RUNTIME_ID):  # a program's own one wins
+            self._normalizer = MCPResultNormalizer()
+            normalizers.register(RUNTIME_ID, self._normalizer)
+
+    def _after_uninstrument(self, **kwargs: Any) -> None:
+        normalizers = get_pipeline().normalizers
+        mine = getattr(self, "_normalizer", None)
+        if mine is not None and normalizers.lookup(RUNTIME_ID) is mine:
+            normalizers.unregister(RUNTIME_ID)
+        self._normalizer = None
 
 
 __all__ = ["MCPInstrumentor"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, get_current_span
 
 from ...core.contract import CallInfo
 from ...core.results import NormalizedToolResult
@@ -30,6 +30,12 @@ from .operation import (
 _INTERNAL = SpanKind.INTERNAL
 
 
+class AdoptedOpState(OpState):
+    """The state of a call recorded on a span the host opened (and ends)."""
+
+    __slots__ = ()
+
+
 class ToolSpans:
     """The ``execute_tool`` span of a tool call."""
 
@@ -42,6 +48,24 @@ class ToolSpans:
         attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
                                  a.GEN_AI_TOOL_NAME: tool}
         span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
+        self._decorate(span, call, args)
+        token = attach(set_span_in_context(span))
+        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
+        return OpState(span, token, perf_counter(), metric_attrs, None)
+
+    def adopt(self, call: CallInfo, args: Any) -> OpState:
+        """The call's span is the host's own, current here (the MCP SDK's server
+        span): decorated as ``start`` would, ended by the host, not by ``finish``."""
+        span = get_current_span()
+        if not span.is_recording():  # nothing to adopt: a span of otelmw's own
+            return self.start(call, args)
+        tool = _c(call.tool_name) or "unknown"
+        span.set_attributes({a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
+                             a.GEN_AI_TOOL_NAME: tool})
+        self._decorate(span, call, args)
+        return AdoptedOpState(span, None, perf_counter(), {a.GEN_AI_TOOL_NAME: tool}, None)
+
+    def _decorate(self, span: Any, call: CallInfo, args: Any) -> None:
         if span.is_recording():
             extra = call_ids(call, {a.GEN_AI_TOOL_TYPE: "function"})
             put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
@@ -49,9 +73,6 @@ class ToolSpans:
             if self.content.on_spans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
-        token = attach(set_span_in_context(span))
-        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
-        return OpState(span, token, perf_counter(), metric_attrs, None)
 
     def result(self, call: CallInfo, normalized: NormalizedToolResult, status: str) -> None:
         """The normalized result: ``status`` ``ok``, ``error`` or ``blocked``."""
@@ -99,12 +120,31 @@ class ToolSpans:
                                        a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
                                        a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
+    def enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
+        """A nested tool protocol's attributes (MCP's under a framework's tool call) on
+        the call's span; values OpenTelemetry cannot take are left out."""
+        op = call.observation
+        if not isinstance(op, OpState) or not op.span.is_recording():
+            return
+        try:
+            op.span.set_attributes({k: v for k, v in attributes.items()
+                                    if isinstance(k, str) and _attribute_value(v)})
+        except Exception as exc:
+            self.signals.internal_failure("tool_enriched", exc)
+
     def finish(self, call: CallInfo, op: OpState, result: Any,
                error: BaseException | None) -> Any:
         op.leave_context()
         span = op.span
         if error is not None:
             mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
-        span.end()
+        if type(op) is not AdoptedOpState:  # an adopted span is the host's to end
+            span.end()
         self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
         return result
+
+
+def _attribute_value(value: Any) -> bool:
+    if isinstance(value, str | bool | int | float):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)

@@ -1,0 +1,269 @@
+"""The MCP host (``otelmw_mcp``) on real MCP clients and servers, offline (no model).
+
+Each scenario runs in a fresh process (``tests/mcp_scripts/driver.py``): a real
+``mcp`` client calls a real MCP server (``tests/mcp_scripts/weather_server.py``) in
+process (``mcp.Client(server)``, 2.x) or as a stdio subprocess that configures its own
+telemetry; both processes export through the stock OTLP exporter to one real
+``OtlpReceiver``. The same tests run on ``mcp`` 2.x (``current``) and 1.x (``mcp1``)
+where the API exists there. Marked ``host("mcp")``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _support.digest_key import deployment_key
+from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
+
+pytestmark = pytest.mark.host("mcp")
+
+SCRIPTS = Path(__file__).resolve().parent / "mcp_scripts"
+TIMEOUT = 120
+INTERNAL, SERVER, CLIENT, ERROR = 1, 2, 3, 2
+CANARY = "CANARY-RESULT-4e1b"
+MCP2 = int(version("mcp").split(".")[0]) >= 2
+needs_mcp2 = pytest.mark.skipif(not MCP2, reason="mcp.Client is 2.x")
+# The server side's tool span: the SDK's own SERVER span, enriched (2.x); otelmw's own (1.x)
+SERVER_SPAN = "tools/call" if MCP2 else "execute_tool"
+
+
+def client_and_server(spans: list[ReceivedSpan], tool: str
+                      ) -> tuple[list[ReceivedSpan], list[ReceivedSpan]]:
+    """The client's and the server's tool spans of ``tool`` (a server span carries the
+    inbound request's ``jsonrpc.request.id``; a client span does not)."""
+    mine = [s for s in spans if s.attributes.get("gen_ai.tool.name") == tool
+            and s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    server = [s for s in mine if "jsonrpc.request.id" in s.attributes]
+    assert all(s.name == f"{SERVER_SPAN} {tool}" for s in server), [s.name for s in server]
+    return [s for s in mine if s not in server], server
+
+
+@pytest.fixture()
+def rx() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as receiver:
+        yield receiver
+
+
+def child_env(tmp_path: Path, rx: OtlpReceiver, extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
+               OTELMW_DIGEST_KEY=deployment_key().decode(), OTEL_METRIC_EXPORT_INTERVAL="500",
+               PYTHONUNBUFFERED="1", **(extra or {}))
+    return env
+
+
+def drive(spec: dict[str, Any], rx: OtlpReceiver, tmp_path: Path,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
+                          env=child_env(tmp_path, rx, env), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def tool_spans(rx: OtlpReceiver, name: str | None = None) -> list[ReceivedSpan]:
+    """Every span that is a tool call (otelmw's or the SDK's server span)."""
+    return [s for s in rx.spans() if s.attributes.get("gen_ai.operation.name") == "execute_tool"
+            and (name is None or s.attributes.get("gen_ai.tool.name") == name)]
+
+
+def by_service(spans: list[ReceivedSpan], service: str) -> list[ReceivedSpan]:
+    return [s for s in spans if s.resource.get("service.name") == service]
+
+
+def texts(out: dict[str, Any]) -> list[Any]:
+    return [r.get("text", r.get("raised")) for r in out["results"]]
+
+
+# -------------------------------------------------------------------- in process
+
+def test_in_process_call_is_one_tool_call_on_each_side_in_one_trace(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "memory", "calls": [["get_weather", "Oslo"]]}, rx, tmp_path)
+    assert texts(out) == [f"sunny in Oslo {CANARY}"] and out["ran"] == ["get_weather:Oslo"]
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 2)
+    client, server = client_and_server(rx.spans(), "get_weather")
+    # one otelmw span on the client; on the server the SDK's own span enriched (2.x,
+    # not doubled) or otelmw's (1.x)
+    assert len(client) == 1 and len(server) == 1, [s.name for s in rx.spans()]
+    c, s = client[0], server[0]
+    assert c.name == "execute_tool get_weather"
+    if MCP2:
+        assert s.kind == SERVER and s.scope_name == "mcp-python-sdk"
+        assert s.parent_span_id == c.span_id
+        assert c.attributes["mcp.protocol.version"] and s.attributes["mcp.protocol.version"]
+    assert c.trace_id == s.trace_id
+    for span in (c, s):
+        assert span.attributes["mcp.method.name"] == "tools/call"
+        assert span.attributes["otelmw.runtime.id"] == "mcp"
+        assert span.attributes["otelmw.result.status"] == "ok"
+        assert span.attributes["otelmw.result.raw.digest"].startswith("sha256")
+    assert s.attributes["jsonrpc.request.id"]
+    assert CANARY not in json.dumps([c.attributes, s.attributes])  # no content by default
+    points = rx.wait_for_metric("mcp.client.operation.duration")
+    assert points and rx.wait_for_metric("mcp.server.operation.duration")
+    assert out["failures"] == {}
+
+
+def test_in_process_is_error_a_raising_tool_a_json_rpc_error_and_a_block(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "memory", "client_plugins": ["block", "observe"],
+                 "calls": [["broken", "x"], ["rpc_error", "y"], ["forbidden", "z"]]},
+                rx, tmp_path)
+    broken, rpc, blocked = out["results"]
+    assert broken["is_error"] and broken["type"] == "CallToolResult"  # as without otelmw
+    if MCP2:  # a JSON-RPC error raises in the client (1.x makes it an isError result)
+        assert rpc["raised"] == "MCPError: upstream unavailable"
+    assert blocked == {"text": "forbidden by the client policy", "is_error": True,
+                       "type": "CallToolResult"}
+    assert "forbidden:z" not in out["ran"]  # the block never reached the server
+    assert "client:forbidden:blocked" in out["seen"]
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 5)
+    (c_broken,), (s_broken,) = client_and_server(rx.spans(), "broken")
+    assert c_broken.attributes["error.type"] == "tool_error" and c_broken.status_code == ERROR
+    assert c_broken.attributes["otelmw.result.success"] is False
+    assert s_broken.status_code == ERROR  # the tool raised in the server
+    if MCP2:
+        (c_rpc,), (s_rpc,) = client_and_server(rx.spans(), "rpc_error")
+        assert c_rpc.status_code == ERROR and "MCPError" in c_rpc.attributes["error.type"]
+        assert s_rpc.attributes["error.type"] == "-32001"  # the SDK's own marking stands
+    (c_block,) = tool_spans(rx, "forbidden")
+    assert c_block.attributes["otelmw.result.status"] == "blocked"
+    assert "mcp.method.name" not in c_block.attributes  # nothing was sent
+
+
+def test_a_wrapper_answers_from_its_cache_without_the_server(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "memory", "client_plugins": ["cache", "rewrite"],
+                 "calls": [["get_weather", "Oslo"], ["get_weather", "Oslo"]]}, rx, tmp_path)
+    # the rewrite reached the server; the second call came from the cache
+    assert texts(out) == [f"sunny in Oslo+client {CANARY}"] * 2
+    assert out["ran"] == ["get_weather:Oslo+client"]
+    assert [r["type"] for r in out["results"]] == ["CallToolResult"] * 2
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 3)
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert len(client) == 2 and len(server) == 1
+    wrappers = rx.spans("tool_execution mcp-test-client.cached")
+    assert {w.parent_span_id for w in wrappers} >= {c.span_id for c in client}
+
+
+def test_a_call_inside_a_framework_tool_enriches_it_and_runs_the_contract_once(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "memory", "nested": True, "client_plugins": ["observe"],
+                 "calls": [["get_weather", "Oslo"]]}, rx, tmp_path)
+    assert texts(out) == [f"sunny in Oslo {CANARY}"]
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 2)
+    (outer,) = [s for s in rx.spans() if s.name == "execute_tool ask_weather_service"]
+    # no client span of its own: the framework's span carries the MCP attributes
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert client == [] and len(server) == 1, [s.name for s in rx.spans()]
+    assert outer.attributes["mcp.method.name"] == "tools/call"
+    assert outer.attributes["gen_ai.tool.call.id"] == "call_framework_1"
+    assert server[0].trace_id == outer.trace_id
+    # post_tool_call fired for the framework call and the server side, not a client MCP call
+    assert sorted(out["seen"]) == ["client:ask_weather_service:ok", "client:get_weather:ok"]
+
+
+# ------------------------------------------------------------ stdio subprocess
+
+def test_stdio_client_and_server_processes_end_up_in_one_trace(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "stdio", "calls": [["get_weather", "Oslo"], ["broken", "x"]],
+                 "client_plugins": ["rewrite"], "server_plugins": ["rewrite", "block"]},
+                rx, tmp_path)
+    # both rewrites reached the tool (the client's, then the server's sees '+')
+    first, broken = out["results"]
+    assert first["text"] == f"sunny in Oslo+client {CANARY}" and not first["is_error"]
+    assert broken["is_error"]
+    rx.wait_for(lambda: len(by_service(tool_spans(rx), "mcp-server")) >= 2, timeout=20)
+    client = by_service(tool_spans(rx), "mcp-client")
+    server = by_service(tool_spans(rx), "mcp-server")
+    assert len(client) == 2 and len(server) == 2, [(s.name, s.resource) for s in rx.spans()]
+    for name in ("get_weather", "broken"):
+        (c,) = [s for s in client if s.attributes["gen_ai.tool.name"] == name]
+        (s,) = [s for s in server if s.attributes["gen_ai.tool.name"] == name]
+        assert s.trace_id == c.trace_id  # the context travelled in params._meta
+        assert c.attributes["network.transport"] == "pipe" if MCP2 else True
+        assert s.attributes["otelmw.runtime.id"] == "mcp"
+    (s_broken,) = [s for s in server if s.attributes["gen_ai.tool.name"] == "broken"]
+    assert s_broken.status_code == ERROR  # the tool raised in the server process
+
+
+def test_stdio_server_side_rewrite_and_block(rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "stdio", "server_plugins": ["rewrite", "block"],
+                 "calls": [["get_weather", "Oslo"], ["forbidden", "z"]]}, rx, tmp_path)
+    weather, blocked = out["results"]
+    assert weather["text"] == f"sunny in Oslo+server {CANARY}"  # the server rewrote it
+    assert blocked["is_error"] and blocked["text"] == "forbidden by the server policy"
+    rx.wait_for(lambda: len(by_service(tool_spans(rx), "mcp-server")) >= 2, timeout=20)
+    (s_block,) = by_service(tool_spans(rx, "forbidden"), "mcp-server")
+    assert s_block.attributes["otelmw.result.status"] == "blocked"
+
+
+@needs_mcp2
+def test_stdio_session_api_is_one_tool_call(rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"transport": "session", "calls": [["get_weather", "Oslo"]]}, rx, tmp_path)
+    assert texts(out) == [f"sunny in Oslo {CANARY}"]
+    rx.wait_for(lambda: len(by_service(tool_spans(rx), "mcp-server")) >= 1, timeout=20)
+    assert len(by_service(tool_spans(rx), "mcp-client")) == 1
+
+
+def test_the_host_answers_as_without_otelmw(rx: OtlpReceiver, tmp_path: Path) -> None:
+    spec = {"transport": "stdio", "calls": [["get_weather", "Oslo"], ["broken", "x"],
+                                            ["forbidden", "z"]]}
+    bare = drive({**spec, "bare": True}, rx, tmp_path)
+    observed = drive(spec, rx, tmp_path)
+    assert observed["results"] == bare["results"]
+
+
+# ------------------------------------------------------------------ zero code
+
+def _plugin_site(tmp_path: Path) -> Path:
+    """An installed otelmw plugin (an ``otelmw.plugins`` entry point) whose
+    ``tool_request`` rewrite marks the city once, on whichever side sees it first."""
+    site = tmp_path / "site"
+    info = site / "mcp_city_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcp-city-plugin\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
+                                           "mcp_city = mcp_city_plugin:register\n")
+    (site / "mcp_city_plugin.py").write_text(
+        "def register(ctx):\n"
+        "    def mark(**kw):\n"
+        "        city = kw['args'].get('city', '')\n"
+        "        if '+plugin' in city:\n"
+        "            return None\n"
+        "        return {'args': {**kw['args'], 'city': city + '+plugin'}}\n"
+        "    ctx.register_middleware('tool_request', mark)\n")
+    return site
+
+
+def test_otelmw_run_instruments_an_unmodified_client_and_its_server(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    from _support.cli import otelmw
+
+    site = _plugin_site(tmp_path)
+    env = child_env(tmp_path, rx, {"OTEL_SERVICE_NAME": "plain-mcp"})
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), env.get("PYTHONPATH")) if x)
+    enabled = otelmw("plugins", "enable", "mcp_city", env=env, cwd=tmp_path)
+    assert enabled.returncode == 0, enabled.stderr
+    proc = otelmw("run", "--", sys.executable, str(SCRIPTS / "plain_program.py"),
+                  env=env, cwd=tmp_path)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    # the client's plugin rewrote the arguments the server's tool received
+    assert "RESULT sunny in Paris+plugin" in proc.stdout, proc.stdout
+    rx.wait_for(lambda: len(tool_spans(rx)) >= 2, timeout=20)
+    client, server = client_and_server(rx.spans(), "get_weather")
+    assert len(client) == 1 and len(server) == 1, [s.name for s in rx.spans()]
+    assert client[0].trace_id == server[0].trace_id  # the server process joined the trace
+    assert rx.spans("tool_request mcp_city.mark")
