@@ -47,6 +47,7 @@ BENCHES = {
     "langchain": ("bench_langchain.py",
                   "LangChain agent turn vs the official, OpenLLMetry and OpenInference "
                   "instrumentations"),
+    "mcp": ("bench_mcp.py", "MCP tools/call round trip vs the SDK's own spans"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).
