@@ -24,7 +24,9 @@ from .contract import (
     new_request_id,
 )
 from .host import (
+    AttributeValue,
     HostCall,
+    HostStep,
     LayerRun,
     Payload,
     RewriteOutcome,
@@ -33,6 +35,7 @@ from .host import (
     changed_payload_keys,
     current_llm_call,
     current_tool_call,
+    describe_call,
     enrich_llm_call,
     hook_firings_recorded,
     host_layer,
@@ -41,6 +44,7 @@ from .host import (
     llm_call_current,
     observing,
     open_call,
+    open_step,
     tool_call_current,
     unopened_call,
 )
@@ -58,8 +62,10 @@ __all__ = [
     "TOOL_ERROR_PREFIX",
     "TOOL_EXECUTION",
     "TOOL_REQUEST",
+    "AttributeValue",
     "CallInfo",
     "HostCall",
+    "HostStep",
     "Layer",
     "LayerRun",
     "MiddlewareContext",
@@ -76,6 +82,7 @@ __all__ = [
     "current_llm_call",
     "current_runtime_context",
     "current_tool_call",
+    "describe_call",
     "enrich_llm_call",
     "get_pipeline",
     "hook_firings_recorded",
@@ -86,6 +93,7 @@ __all__ = [
     "new_request_id",
     "observing",
     "open_call",
+    "open_step",
     "tool_call_current",
     "unopened_call",
 ]
