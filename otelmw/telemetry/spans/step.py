@@ -12,6 +12,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
+from ...core.contract import CallInfo
 from .. import attributes as a
 from ..context import safe_detach
 from ..responses import is_stream
@@ -66,8 +67,8 @@ class StepSpans:
         self.signals = signals
         self.tracer, self.content = signals.tracer, signals.content
 
-    def call_described(self, call: Any, attributes: Mapping[str, Any]) -> None:
-        op = getattr(call, "observer_state", None)
+    def call_described(self, call: CallInfo, attributes: Mapping[str, Any]) -> None:
+        op = call.observation
         try:
             if isinstance(op, OpState) and op.span.is_recording():
                 op.span.set_attributes(host_attributes(attributes))
