@@ -695,3 +695,18 @@ def test_otelmw_run_instruments_an_unmodified_litellm_program(
     assert streamed.attributes["otelmw.stream.ended_by"] == "exhausted"
     assert streamed.attributes["gen_ai.request.temperature"] == 0.125
     assert streamed.resource["service.name"] == "app"
+
+
+def test_the_server_of_a_call_without_api_base_is_where_litellm_sends_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from otelmw.instrumentation.litellm import providers
+
+    monkeypatch.setattr(providers, "_endpoints", {})
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    monkeypatch.setattr(litellm, "api_base", None)
+    assert providers.endpoint_of({"model": "openai/gpt-4o"})[1:] == ("api.openai.com", 443)
+    providers._endpoints.clear()
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert providers.endpoint_of({"model": "gpt-4o"})[1:] == ("127.0.0.1", 9)
+    assert providers.endpoint_of({"model": "groq/llama3"})[1:] == ("api.groq.com", 443)

@@ -4,7 +4,6 @@ well-known provider names; cached per model and endpoint arguments."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, NamedTuple
 
 from .._base import server_of
@@ -36,7 +35,7 @@ PROVIDER_NAMES: dict[str, str] = {
 }
 
 # Where LiteLLM sends a provider's requests when no ``api_base`` is given (its own
-# defaults and environment variables, as its provider handlers read them).
+# defaults and settings, read as its provider handlers read them: ``get_secret_str``).
 _DEFAULT_BASES: dict[str, tuple[tuple[str, ...], str]] = {
     "openai": (("OPENAI_BASE_URL", "OPENAI_API_BASE"), "https://api.openai.com"),
     "anthropic": (("ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com"),
@@ -88,8 +87,9 @@ def _resolve(litellm: Any, model: str, forced: str | None, base: str | None,
     base = base or (dynamic_base if isinstance(dynamic_base, str) else None)
     if base is None and provider in _DEFAULT_BASES:
         names, default = _DEFAULT_BASES[provider]
-        base = (global_base if provider == "openai" else None) or next(
-            (os.environ[n] for n in names if os.environ.get(n)), default)
+        # LiteLLM's own reader of its settings (environment or secret manager)
+        found = (n for n in (litellm.get_secret_str(name) for name in names) if n)
+        base = (global_base if provider == "openai" else None) or next(found, default)
     address, port = server_of(base) if base else (None, None)
     return Endpoint(PROVIDER_NAMES.get(provider, provider) if provider else None,
                     address, port)
