@@ -24,7 +24,9 @@ from .contract import (
     new_request_id,
 )
 from .host import (
+    AttributeValue,
     HostCall,
+    HostStep,
     LayerRun,
     Payload,
     RewriteOutcome,
@@ -33,6 +35,7 @@ from .host import (
     changed_payload_keys,
     current_llm_call,
     current_tool_call,
+    describe_call,
     enrich_llm_call,
     enrich_tool_call,
     hook_firings_recorded,
@@ -42,6 +45,7 @@ from .host import (
     llm_call_current,
     observing,
     open_call,
+    open_step,
     tool_call_current,
     unopened_call,
 )
@@ -59,8 +63,10 @@ __all__ = [
     "TOOL_ERROR_PREFIX",
     "TOOL_EXECUTION",
     "TOOL_REQUEST",
+    "AttributeValue",
     "CallInfo",
     "HostCall",
+    "HostStep",
     "Layer",
     "LayerRun",
     "MiddlewareContext",
@@ -77,6 +83,7 @@ __all__ = [
     "current_llm_call",
     "current_runtime_context",
     "current_tool_call",
+    "describe_call",
     "enrich_llm_call",
     "enrich_tool_call",
     "get_pipeline",
@@ -88,6 +95,7 @@ __all__ = [
     "new_request_id",
     "observing",
     "open_call",
+    "open_step",
     "tool_call_current",
     "unopened_call",
 ]

@@ -42,7 +42,9 @@ from .seam import NO_VALUE, NoValue
 from .tool_calls import BLOCKED_KEY
 
 __all__ = [
+    "AttributeValue",
     "HostCall",
+    "HostStep",
     "LayerRun",
     "Payload",
     "RewriteOutcome",
@@ -51,6 +53,7 @@ __all__ = [
     "changed_payload_keys",
     "current_llm_call",
     "current_tool_call",
+    "describe_call",
     "enrich_llm_call",
     "enrich_tool_call",
     "hook_firings_recorded",
@@ -60,6 +63,7 @@ __all__ = [
     "llm_call_current",
     "observing",
     "open_call",
+    "open_step",
     "tool_call_current",
     "unopened_call",
 ]
@@ -73,6 +77,8 @@ RewriteOutcome = Literal["rewritten", "unchanged", "failed", "error"]
 WrapperOutcome = Literal["passed", "short_circuit", "failed_before_next",
                          "failed_after_next", "error"]
 ToolStatus = Literal["ok", "error", "blocked"]
+#: A value of a host's own span attribute (``describe_call``, ``open_step``).
+AttributeValue: TypeAlias = str | bool | int | float
 
 
 def observing(pipeline: Pipeline | None = None) -> bool:
@@ -225,6 +231,50 @@ def unopened_call(call: CallInfo, pipeline: Pipeline | None = None) -> HostCall:
     """``call`` without a span of its own: what the host reports on it (a hook
     firing) goes on the current span."""
     return HostCall((pipeline or get_pipeline()).observer, call)
+
+
+def describe_call(call: CallInfo, attributes: Mapping[str, AttributeValue],
+                  pipeline: Pipeline | None = None) -> None:
+    """Attributes of the host's own about ``call`` while its span is open (keys in the
+    host's namespace, e.g. ``litellm.response_cost``): what only the host knows, such
+    as a cost it computed. Ignored once the call's span has ended."""
+    obs = (pipeline or get_pipeline()).observer
+    if obs is not None:
+        obs.call_described(call, attributes)
+
+
+class HostStep:
+    """A step of the host's own that spans several calls (a router over its attempts,
+    a retry loop): its span is current from ``open_step`` to ``finish``, so the calls
+    made meanwhile are its children."""
+
+    __slots__ = ("_obs", "_token")
+
+    def __init__(self, obs: seam.PipelineObserver | None, token: object) -> None:
+        self._obs, self._token = obs, token
+
+    def describe(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """More attributes of the host's own on the step's span (before ``finish``)."""
+        if self._obs is not None and self._token is not None:
+            self._obs.step_described(self._token, attributes)
+
+    def finish(self, result: R, error: BaseException | None = None) -> R:
+        """End the step (once) in the context that opened it; returns the result to hand
+        back (a stream comes back wrapped: the step's span ends with the stream)."""
+        obs, token = self._obs, self._token
+        if obs is None or token is None:
+            return result
+        self._token = None
+        out: R = obs.step_finished(token, result, error)
+        return out
+
+
+def open_step(name: str, attributes: Mapping[str, AttributeValue],
+              pipeline: Pipeline | None = None) -> HostStep:
+    """Open a host step named ``name`` (its span's name) in the current context; the
+    calls made until ``HostStep.finish`` are its children."""
+    obs = (pipeline or get_pipeline()).observer
+    return HostStep(obs, obs.step_started(name, attributes) if obs is not None else None)
 
 
 # ----------------------------------------------------------------- nested calls

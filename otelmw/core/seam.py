@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .contract import CallInfo, RuntimeContext
     from .registry import Layer
     from .results import NormalizedToolResult
@@ -136,3 +138,18 @@ class PipelineObserver(Protocol):
         provider response of ``call`` (and the server it came from; the core has put it
         on the call if the call had none); returns the result to hand back (streams
         may be wrapped so their chunks are observed)."""
+
+    def call_described(self, call: CallInfo, attributes: Mapping[str, Any]) -> None:
+        """A host adapter's own attributes of ``call`` (``host.describe_call``), while
+        its span is open."""
+
+    def step_started(self, name: str, attributes: Mapping[str, Any]) -> Any:
+        """A host's own step over several calls began (``host.open_step``); returns a
+        token. Its span is current until ``step_finished``."""
+
+    def step_described(self, token: Any, attributes: Mapping[str, Any]) -> None:
+        """More of the host's own attributes of an open step."""
+
+    def step_finished(self, token: Any, result: Any, error: BaseException | None) -> Any:
+        """The step returned (or raised); returns the result to hand back (a stream may
+        be wrapped so the step ends with it)."""

@@ -29,6 +29,7 @@ from .spans.chat import ChatSpans
 from .spans.embeddings import EmbeddingsSpans
 from .spans.layer import LayerSpans
 from .spans.operation import OperationSpans, OpState, Signals
+from .spans.step import StepSpans
 from .spans.tool import ToolSpans
 from .spans.turn import TurnSpans
 
@@ -71,6 +72,7 @@ class TelemetryObserver:
         self.embeddings = EmbeddingsSpans(signals)
         self.tools = ToolSpans(signals)
         self.turns = TurnSpans(signals)
+        self.steps = StepSpans(signals)
         self.layers = LayerSpans(signals, s[cfg.MIDDLEWARE_METRICS] == "on"
                                  if middleware_metrics is None else middleware_metrics)
         self.hook_emitter = HookEventEmitter(signals)
@@ -88,6 +90,10 @@ class TelemetryObserver:
         self.turn_started = self.turns.started
         self.turn_left = self.turns.left
         self.turn_finished = self.turns.finished
+        self.call_described = self.steps.call_described
+        self.step_started = self.steps.started
+        self.step_described = self.steps.described
+        self.step_finished = self.steps.finished
 
         if failures is not None:
             failures.add_listener(self.on_failure)

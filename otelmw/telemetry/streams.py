@@ -163,7 +163,16 @@ class AsyncSpanStream(_Finishing):
 
 
 
+class DualSpanStream(SpanStream, AsyncSpanStream):
+    """A stream that is both a sync and an async iterator (LiteLLM's
+    ``CustomStreamWrapper``): whichever way it is consumed ends the span; ``close`` is
+    the sync one, ``aclose`` the async one."""
+
+
 def wrap_stream(result: Any, finisher: StreamFinisher) -> Any:
-    if hasattr(type(result), "__anext__"):
+    t = type(result)
+    if hasattr(t, "__anext__"):
+        if hasattr(t, "__next__"):
+            return DualSpanStream(result, finisher)
         return AsyncSpanStream(result, finisher)
     return SpanStream(result, finisher)

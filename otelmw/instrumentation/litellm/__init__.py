@@ -1,23 +1,16 @@
 """LiteLLM on the otelmw pipeline (``otelmw_litellm``).
 
-Being written (issue 26): the entry point and the supported range are declared so the
-host matrix installs the host; no function of it is wrapped yet.
+* ``instrumentor``: ``LiteLLMInstrumentor``, the wrapped LiteLLM functions, the
+  ``litellm`` normalizer;
+* ``calls``: ``completion``/``responses``/Anthropic ``messages`` → ``chat`` calls,
+  ``embedding`` → ``embeddings`` calls; the cost LiteLLM computed;
+* ``providers``: the provider (the conventions' names) and server LiteLLM routes to;
+* ``steps``: ``Router`` endpoints → a ``router {model group}`` step over their attempts;
+* ``tools``: ``run_tool_loop`` → a turn; its tool calls → ``execute_tool`` calls.
 """
 
 from __future__ import annotations
 
-from .._base import OtelmwInstrumentor, Wrapper
-
-
-class LiteLLMInstrumentor(OtelmwInstrumentor):
-    """``otelmw_litellm`` (see the package docstring)."""
-
-    root_module = "litellm"
-    dependencies = ("litellm >= 1.110.2, < 2",)
-    entry_point = "otelmw_litellm"
-
-    def targets(self) -> list[tuple[str, str, Wrapper]]:
-        return []
-
+from .instrumentor import LiteLLMInstrumentor
 
 __all__ = ["LiteLLMInstrumentor"]

@@ -12,7 +12,9 @@ invocation type one module:
 * ``embeddings``: ``embeddings`` spans;
 * ``tool``: ``execute_tool`` spans and the normalized tool result;
 * ``turn``: ``invoke_agent`` spans (agent turns);
-* ``layer``: one span per request rewrite and per execution wrapper.
+* ``layer``: one span per request rewrite and per execution wrapper;
+* ``step``: a host's own steps over several calls (a router), and a host's own
+  attributes on a call's span.
 
 ``otelmw.telemetry.observer.TelemetryObserver`` holds one object of each and routes
 the seam's calls to them.

@@ -1,0 +1,72 @@
+"""``otelmw_litellm``: which LiteLLM functions are wrapped, by which adapter module.
+
+Module attributes of ``litellm`` (and ``litellm.anthropic_interface.messages``):
+``Router`` and ``run_tool_loop`` look them up there at call time, so every path reaches
+them; the router's endpoints on its core class (``RustCore``), where the ``Router``
+facade serves them from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import get_pipeline
+from .._base import OtelmwInstrumentor, Wrapper
+from .calls import chat_wrapper, embeddings_wrapper
+from .steps import router_wrapper
+from .tools import NORMALIZER, RUNTIME_ID, loop_wrapper
+
+_MESSAGES = "litellm.anthropic_interface.messages"
+_ROUTER_CORE = "litellm.router_rust.core"
+# The leading positional parameters of each entry (LiteLLM 1.110).
+_CHAT_PARAMS = ("model", "messages")
+_RESPONSES_PARAMS = ("input", "model")
+_EMBEDDING_PARAMS = ("model", "input")
+_MESSAGES_PARAMS = ("max_tokens", "messages", "model")
+
+
+class LiteLLMInstrumentor(OtelmwInstrumentor):
+    """``otelmw_litellm`` (see the package docstring)."""
+
+    root_module = "litellm"
+    dependencies = ("litellm >= 1.110.2, < 2",)
+    entry_point = "otelmw_litellm"
+
+    def targets(self) -> list[tuple[str, str, Wrapper]]:
+        return [
+            ("litellm", "completion", chat_wrapper("chat_completions", _CHAT_PARAMS,
+                                                   is_async=False, async_flag=True)),
+            ("litellm", "acompletion", chat_wrapper("chat_completions", _CHAT_PARAMS,
+                                                    is_async=True)),
+            ("litellm", "responses", chat_wrapper("responses", _RESPONSES_PARAMS,
+                                                  is_async=False)),
+            ("litellm", "aresponses", chat_wrapper("responses", _RESPONSES_PARAMS,
+                                                   is_async=True)),
+            ("litellm", "embedding", embeddings_wrapper(_EMBEDDING_PARAMS, is_async=False)),
+            ("litellm", "aembedding", embeddings_wrapper(_EMBEDDING_PARAMS, is_async=True)),
+            (_MESSAGES, "create", chat_wrapper("anthropic_messages", _MESSAGES_PARAMS,
+                                               is_async=False)),
+            (_MESSAGES, "acreate", chat_wrapper("anthropic_messages", _MESSAGES_PARAMS,
+                                                is_async=True)),
+            ("litellm", "run_tool_loop", loop_wrapper(is_async=False)),
+            ("litellm", "arun_tool_loop", loop_wrapper(is_async=True)),
+            (_ROUTER_CORE, "RustCore.completion", router_wrapper("completion",
+                                                                 is_async=False)),
+            (_ROUTER_CORE, "RustCore.acompletion", router_wrapper("acompletion",
+                                                                  is_async=True)),
+            (_ROUTER_CORE, "RustCore.embedding", router_wrapper("embedding", is_async=False)),
+            (_ROUTER_CORE, "RustCore.aembedding", router_wrapper("aembedding",
+                                                                 is_async=True)),
+            (_ROUTER_CORE, "RustCore.aresponses", router_wrapper("aresponses",
+                                                                 is_async=True)),
+            (_ROUTER_CORE, "RustCore.aanthropic_messages",
+             router_wrapper("aanthropic_messages", is_async=True)),
+        ]
+
+    def _after_instrument(self, **kwargs: Any) -> None:
+        if not get_pipeline().normalizers.has_middleware(RUNTIME_ID):
+            get_pipeline().normalizers.register(RUNTIME_ID, NORMALIZER)
+
+    def _after_uninstrument(self, **kwargs: Any) -> None:
+        if get_pipeline().normalizers.lookup(RUNTIME_ID) is NORMALIZER:
+            get_pipeline().normalizers.unregister(RUNTIME_ID)
