@@ -16,6 +16,7 @@ is written here from running it, not taken from otelmw's table.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import re
 import shutil
@@ -104,8 +105,15 @@ def peer_site(*keys: str) -> Path:
     pins = sorted({pin for key in keys for pin in (
         f"{PEERS[key].distribution}=={PEERS[key].version}", *PEERS[key].wheels)})
     site = CACHE / hashlib.sha256(" ".join(pins).encode()).hexdigest()[:12]
-    if (site / ".complete").exists():
-        return site
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:  # matrix environments may run side by side
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (site / ".complete").exists():
+            install_peers(site, pins)
+    return site
+
+
+def install_peers(site: Path, pins: list[str]) -> None:
     shutil.rmtree(site, ignore_errors=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                            "--disable-pip-version-check", "--target", str(site), *pins],
@@ -113,7 +121,6 @@ def peer_site(*keys: str) -> Path:
     if proc.returncode != 0:
         unavailable(f"the peer instrumentations {pins} (pip: {proc.stderr.strip()[-300:]})")
     (site / ".complete").write_text(" ".join(pins) + "\n")
-    return site
 
 
 @dataclass
