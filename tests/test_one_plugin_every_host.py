@@ -37,6 +37,9 @@ second answer ends the turn. On every host:
 A host where something does not apply says so here, and only its own expectation
 changes; the assertion stays for every other host:
 
+* the answer budget reaches the server under the name the host's provider client sends
+  it by: ``max_tokens``, or ``max_completion_tokens`` (OpenAI's newer name, which
+  pydantic-ai's OpenAI chat model sends instead);
 * a host with no model call of its own (MCP: a tool protocol; its driver reaches the tool
   without a model, ``Driver.api`` is ``None``) has no ``chat`` span and no request to
   check; its tool-side expectations are the same;
@@ -169,7 +172,7 @@ def test_every_model_request_is_sent_as_the_plugin_rewrote_it(turn: HostRun) -> 
     if DRIVERS[turn.driver].api is None:
         return  # no model call (see the module's docstring)
     assert len(turn.posts) == 2, [p.body for p in turn.posts]
-    assert [p.body.get("max_tokens") for p in turn.posts] == [policy.MAX_TOKENS] * 2
+    assert [sent_budget(p.body) for p in turn.posts] == [policy.MAX_TOKENS] * 2
     first = json.dumps(turn.posts[0].body["messages"])
     assert PROMPT in first
 
@@ -269,6 +272,13 @@ def test_hook_records_on_each_tool_call(turn: HostRun) -> None:
 
 
 # ---------------------------------------------------------------------------- helpers
+def sent_budget(body: dict[str, Any]) -> Any:
+    """The answer budget a request was sent with: ``max_tokens``, or OpenAI's newer name
+    for it where the host sends that one instead (pydantic-ai's OpenAI chat model)."""
+    return body["max_completion_tokens"] if "max_completion_tokens" in body else body.get(
+        "max_tokens")
+
+
 def middleware_children(turn: HostRun, span: ReceivedSpan, kind: str) -> list[ReceivedSpan]:
     """The spans of the plugin's middleware of ``kind`` under ``span`` (any depth: an
     execution wrapper nests inside the rewrite stage's siblings)."""

@@ -1,7 +1,8 @@
 """One driver module per host for ``tests/test_one_plugin_every_host.py``.
 
-Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``: named
-after the host, not after its package, so that it can never shadow the package it
+Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
+``litellm_loop``, ``langchain_agent``, ``pydantic_ai_agent``, ``openai_agents_runner``:
+named after the host, not after its package, so that it can never shadow the package it
 imports) exposes one function, ``run_turn(server_url) -> dict``: one real tool-using
 turn of that host, written as the host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
@@ -30,6 +31,16 @@ DRIVERS = {
     "anthropic_sdk": Driver(("anthropic",), "messages"),
     "praisonai": Driver(("praisonai", "openai"), "chat"),
     "hermes": Driver(("hermes", "openai"), "chat"),
+}
+
+# Drivers of hosts whose adapter is still on its own branch (named here): each passed the
+# whole test against a merge of that branch (2 Dec). When the branch lands on main, its
+# line moves into DRIVERS.
+PENDING = {
+    "litellm_loop": (Driver(("litellm",), "chat"), "litellm"),
+    "langchain_agent": (Driver(("langchain",), "chat"), "langchain"),
+    "pydantic_ai_agent": (Driver(("pydantic-ai",), "chat"), "pydantic-ai"),
+    "openai_agents_runner": (Driver(("openai-agents",), "chat"), "openai-agents"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
