@@ -11,6 +11,10 @@
    script being run are wrapped as it defines them: ``otelmw.main_script``);
 5. report one line at start (instrumentors active and skipped) and one at exit
    (telemetry written, where, dropped, targets left unwrapped): ``run_notice``.
+
+Under ``opentelemetry-instrument`` the ``otelmw`` configurator does 1 and 2, then says
+which other instrumentations of the same libraries it is about to start too
+(``announce_peers``); ``opentelemetry-instrument`` itself does 3.
 """
 
 from __future__ import annotations
@@ -217,4 +221,27 @@ class OtelmwConfigurator(_configurator_base()):  # type: ignore[misc]
     ``otelmw_*`` instrumentors are then installed by ``opentelemetry-instrument``."""
 
     def _configure(self, **kwargs: Any) -> None:
-        _configure_and_load_plugins()
+        settings = _configure_and_load_plugins()
+        announce_peers(settings)
+
+
+def announce_peers(settings: cfg.Settings) -> None:
+    """Under ``opentelemetry-instrument``, which starts every installed instrumentor
+    next: one line per library another instrumentation doubles (``run_notice.peer_lines``),
+    a WARNING where it is not a terminal (a second span per call, prompts recorded by
+    default). ``otelmw run`` starts only otelmw's instrumentors: nothing to announce."""
+    from . import run_notice
+    from .peers import active_peers
+    from .telemetry.configuration import current
+
+    telemetry = current()
+    if settings[cfg.QUIET] or telemetry is None or telemetry.disabled:
+        return
+    disabled: tuple[str, ...] = settings[cfg.DISABLED_INSTRUMENTATIONS]
+    try:
+        lines = run_notice.peer_lines(active_peers(disabled), disabled)
+    except Exception as exc:  # never break the program for a notice
+        logger.debug("otelmw: other instrumentations not checked: %s", exc)
+        return
+    for line in lines:
+        run_notice.notify(line, logging.WARNING)

@@ -9,17 +9,24 @@ still unwrapped.
 On a terminal they are written to stderr; otherwise (a service, a pipe, a test) they
 go to the ``otelmw`` logger at INFO, where the program's own logging can pick them up.
 ``OTELMW_QUIET=1`` silences both.
+
+Under ``opentelemetry-instrument`` (the ``otelmw`` configurator), when another
+instrumentation of a library otelmw instruments is about to start too (``peers``), one
+line per library says which, what each call gets twice and the
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`` value that turns it off: ``peer_lines``.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .config.settings import WrapTarget
 
 if TYPE_CHECKING:  # autoinstrument imports the records below and must stay light
+    from .peers import ActivePeer
     from .telemetry.configuration import Telemetry
 
 logger = logging.getLogger("otelmw")
@@ -38,8 +45,8 @@ class InstrumentationReport(NamedTuple):
     skipped: tuple[SkippedInstrumentor, ...]
 
 
-def notify(line: str) -> None:
-    """``line`` to stderr on a terminal, else to the ``otelmw`` logger at INFO."""
+def notify(line: str, level: int = logging.INFO) -> None:
+    """``line`` to stderr on a terminal, else to the ``otelmw`` logger at ``level``."""
     try:
         terminal = sys.stderr is not None and sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stderr
@@ -51,7 +58,7 @@ def notify(line: str) -> None:
             return
         except (OSError, ValueError):
             pass
-    logger.info("%s", line)
+    logger.log(level, "%s", line)
 
 
 def _plural(n: int, word: str) -> str:
@@ -98,3 +105,40 @@ def exit_line(telemetry: Telemetry, unwrapped: dict[WrapTarget, str], *,
         line += "; OTELMW_WRAP not wrapped: " + ", ".join(
             f"{target} ({why})" for target, why in unwrapped.items())
     return line
+
+
+def _disabling(disabled: Sequence[str], name: str) -> str:
+    """``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`` as it is, plus ``name``."""
+    return ",".join([*disabled, name])
+
+
+def peer_lines(peers: Sequence[ActivePeer], disabled: Sequence[str]) -> list[str]:
+    """One line per library that another instrumentation instruments beside otelmw:
+    each peer (package, release, project) and what every call gets from it, then the
+    ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`` values that turn it (or otelmw's) off.
+    Peers sharing an entry-point name (the openai ones all call theirs ``openai``) are
+    turned off together, and the line says so."""
+    by_library: dict[str, list[ActivePeer]] = {}
+    for peer in peers:
+        by_library.setdefault(peer.peer.otelmw, []).append(peer)
+    lines = []
+    for ours, group in by_library.items():
+        library = ours.removeprefix("otelmw_")
+        each = "; and by ".join(f"{p.distribution} {p.version} ({p.peer.project}): every "
+                                f"{library} call gets {p.peer.doubles}" for p in group)
+        offs = []
+        for name in dict.fromkeys(p.entry_point for p in group):
+            sharing = [p.distribution for p in group if p.entry_point == name]
+            if len(group) == 1:
+                what = "turns it off"
+            elif len(sharing) == 1:
+                what = f"turns off {sharing[0]}"
+            else:
+                what = (f"turns off {' and '.join(sharing)} together (they share the "
+                        f"entry-point name {name!r}; uninstall the one you do not want)")
+            offs.append(f"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS={_disabling(disabled, name)} "
+                        f"{what}")
+        offs.append(f"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS={_disabling(disabled, ours)} "
+                    "turns off otelmw's")
+        lines.append(f"otelmw: {library} is also instrumented by {each}. " + "; ".join(offs))
+    return lines

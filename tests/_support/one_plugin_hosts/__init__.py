@@ -1,0 +1,80 @@
+"""One driver module per host for ``tests/test_one_plugin_every_host.py``.
+
+Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
+``litellm_loop``, ``langchain_agent``, ``pydantic_ai_agent``, ``openai_agents_runner``:
+named after the host, not after its package, so that it can never shadow the package it
+imports) exposes one function, ``run_turn(server_url) -> dict``: one real tool-using
+turn of that host, written as the host's users write one, against the scripted model
+server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
+(``get_weather`` and ``delete_file``, the one the plugin blocks); it returns
+``{"final": <the answer>, ...}``. ``DRIVERS`` says, without importing a driver (its host
+may be missing), which hosts each needs (its ``pytest.mark.host`` names) and which route
+of the scripted server its model requests take (``None``: a host with no model call).
+
+The model is scripted to call both tools in its first answer; the runner (``python -m
+_support.one_plugin_hosts HOST SERVER_URL``, under ``otelmw run``) prints ``RESULT
+{json}``: the driver's answer plus what each tool received (``RECEIVED``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Driver(NamedTuple):
+    hosts: tuple[str, ...]  # the pytest.mark.host names
+    api: str | None  # the scripted server's route: "chat", "messages"; None: no model call
+
+
+DRIVERS = {
+    "openai_sdk": Driver(("openai",), "chat"),
+    "anthropic_sdk": Driver(("anthropic",), "messages"),
+    "praisonai": Driver(("praisonai", "openai"), "chat"),
+    "hermes": Driver(("hermes", "openai"), "chat"),
+}
+
+# Drivers of hosts whose adapter is still on its own branch (named here): each passed the
+# whole test against a merge of that branch (2 Dec). When the branch lands on main, its
+# line moves into DRIVERS.
+PENDING = {
+    "litellm_loop": (Driver(("litellm",), "chat"), "litellm"),
+    "langchain_agent": (Driver(("langchain",), "chat"), "langchain"),
+    "pydantic_ai_agent": (Driver(("pydantic-ai",), "chat"), "pydantic-ai"),
+    "openai_agents_runner": (Driver(("openai-agents",), "chat"), "openai-agents"),
+}
+
+PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
+SYSTEM = "You are a terse assistant."
+# What the scripted model asks for, in its first answer: both tools at once.
+MODEL_TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("get_weather", {"city": "paris"}),
+    ("delete_file", {"path": "/tmp/notes.txt"}),
+]
+
+# What each tool was called with, in this process, in order.
+RECEIVED: list[dict[str, Any]] = []
+
+
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    RECEIVED.append({"tool": "get_weather", "args": {"city": city}})
+    return f"sunny and 21C in {city}"
+
+
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    RECEIVED.append({"tool": "delete_file", "args": {"path": path}})
+    return f"deleted {path}"
+
+
+TOOLS = {"get_weather": get_weather, "delete_file": delete_file}
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "get_weather": {"type": "object", "properties": {"city": {"type": "string"}},
+                    "required": ["city"]},
+    "delete_file": {"type": "object", "properties": {"path": {"type": "string"}},
+                    "required": ["path"]},
+}
+
+
+def description(name: str) -> str:
+    return (TOOLS[name].__doc__ or name).strip()
