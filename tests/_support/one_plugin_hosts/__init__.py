@@ -31,16 +31,16 @@ DRIVERS = {
     "anthropic_sdk": Driver(("anthropic",), "messages"),
     "praisonai": Driver(("praisonai", "openai"), "chat"),
     "hermes": Driver(("hermes", "openai"), "chat"),
+    "litellm_loop": Driver(("litellm",), "chat"),
+    "langchain_agent": Driver(("langchain",), "chat"),
+    "openai_agents_runner": Driver(("openai-agents",), "chat"),
 }
 
 # Drivers of hosts whose adapter is still on its own branch (named here): each passed the
 # whole test against a merge of that branch (2 Dec). When the branch lands on main, its
 # line moves into DRIVERS.
 PENDING = {
-    "litellm_loop": (Driver(("litellm",), "chat"), "litellm"),
-    "langchain_agent": (Driver(("langchain",), "chat"), "langchain"),
     "pydantic_ai_agent": (Driver(("pydantic-ai",), "chat"), "pydantic-ai"),
-    "openai_agents_runner": (Driver(("openai-agents",), "chat"), "openai-agents"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
