@@ -180,8 +180,25 @@ def main() -> None:
         tel = configure(service_name="pydantic-ai-host-test")
         if SPEC.get("plugin"):
             otelmw.PluginManager().add_plugin("probe", otelmw_plugin)
+        inst = PydanticAIInstrumentor()
+        import pydantic_ai.agent as agent_module
+
+        original_iter = vars(agent_module.Agent)["iter"]
         for layer in SPEC.get("layers", ["pydantic-ai", "openai"]):
-            (OpenAIInstrumentor() if layer == "openai" else PydanticAIInstrumentor()).instrument()
+            (OpenAIInstrumentor() if layer == "openai" else inst).instrument()
+        if SPEC.get("break"):  # an otelmw bug: before the model call, after the tool
+            from otelmw.core.pipeline import Pipeline
+
+            async def bad_llm(self: Any, request: Any, execute: Any, **kw: Any) -> Any:
+                raise RuntimeError("otelmw bug before the call")
+
+            async def bad_tool(self: Any, name: str, args: Any, execute: Any,
+                               **kw: Any) -> Any:
+                await execute(args)
+                raise RuntimeError("otelmw bug after the call")
+
+            Pipeline.arun_llm = bad_llm  # type: ignore[method-assign]
+            Pipeline.arun_tool = bad_tool  # type: ignore[method-assign]
     elif SPEC.get("native"):  # pydantic-ai's own spans, exported the stock way
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -201,6 +218,10 @@ def main() -> None:
         except Exception as exc:
             out["results"].append(None)
             out["errors"].append(f"{type(exc).__qualname__}: {exc}")
+    if SPEC.get("uninstrument"):
+        inst.uninstrument()
+        out["restored"] = vars(agent_module.Agent)["iter"] is original_iter
+        out["after_result"] = drive(make_agent(), "run_sync", "And in Rome?")
     out["tool_calls"] = TOOL_CALLS
     out["seen"] = SEEN
     out["wrapped"] = WRAPPED

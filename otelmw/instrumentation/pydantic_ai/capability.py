@@ -330,13 +330,15 @@ class OtelmwModel(WrapperModel):
             if opened.started and opened.manager is None:
                 raise  # the provider request failed: pydantic-ai sees it as without otelmw
             failed("chat", exc)  # otelmw's own error: the host's stream stands
+        else:
+            if opened.manager is None and opened.error is not None:
+                raise opened.error  # a layer swallowed the provider's error
+            if opened.manager is None:
+                # A layer answered without calling next_call: a stream cannot be made of
+                # its answer, so the request is sent (once) as without otelmw.
+                failed("chat", TypeError("an llm_execution layer answered a streamed "
+                                         "pydantic-ai request without calling next_call"))
         if opened.manager is None:
-            if opened.error is not None:  # a layer swallowed the provider's error
-                raise opened.error
-            # A layer answered without calling next_call: a stream cannot be made of
-            # its answer, so the request is sent (once) as without otelmw.
-            failed("chat", TypeError("an llm_execution layer answered a streamed pydantic-ai "
-                                     "request without calling next_call"))
             async with wrapped.request_stream(messages, model_settings,
                                               model_request_parameters, run_context) as s:
                 yield s
