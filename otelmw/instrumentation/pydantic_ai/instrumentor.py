@@ -1,0 +1,47 @@
+"""``otelmw_pydantic_ai``: one wrapped function, ``Agent.iter`` (``run``, ``run_sync``,
+``run_stream`` and ``run_stream_events`` all enter it), which adds otelmw's capability
+to the run's ``capabilities``; and the ``pydantic-ai`` normalizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import get_pipeline
+from .._base import OtelmwInstrumentor, Wrapper
+from .results import NORMALIZER, RUNTIME_ID, failed
+
+
+def add_to_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """``Agent.iter(...)`` with otelmw's capability appended to the run's own (once:
+    a run that already has one keeps it)."""
+    try:
+        from .capability import OtelmwCapability  # imported with pydantic_ai, never before
+
+        given = list(kwargs.get("capabilities") or ())
+        if not any(isinstance(c, OtelmwCapability) for c in given):
+            kwargs = {**kwargs, "capabilities": [*given, OtelmwCapability()]}
+    except Exception as exc:
+        failed("run", exc)
+    return wrapped(*args, **kwargs)
+
+
+class PydanticAIInstrumentor(OtelmwInstrumentor):
+    """``otelmw_pydantic_ai`` (see the package docstring)."""
+
+    root_module = "pydantic_ai"
+    dependencies = ("pydantic-ai-slim >= 2.68.0, < 3",)
+    entry_point = "otelmw_pydantic_ai"
+
+    def targets(self) -> list[tuple[str, str, Wrapper]]:
+        return [("pydantic_ai.agent", "Agent.iter", add_to_run)]
+
+    def _after_instrument(self, **kwargs: Any) -> None:
+        normalizers = get_pipeline().normalizers
+        if not normalizers.has_middleware(RUNTIME_ID):
+            normalizers.register(RUNTIME_ID, NORMALIZER)
+
+    def _after_uninstrument(self, **kwargs: Any) -> None:
+        normalizers = get_pipeline().normalizers
+        if normalizers.lookup(RUNTIME_ID) is NORMALIZER:
+            normalizers.unregister(RUNTIME_ID)
