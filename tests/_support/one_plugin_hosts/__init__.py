@@ -34,13 +34,7 @@ DRIVERS = {
     "litellm_loop": Driver(("litellm",), "chat"),
     "langchain_agent": Driver(("langchain",), "chat"),
     "openai_agents_runner": Driver(("openai-agents",), "chat"),
-}
-
-# Drivers of hosts whose adapter is still on its own branch (named here): each passed the
-# whole test against a merge of that branch (2 Dec). When the branch lands on main, its
-# line moves into DRIVERS.
-PENDING = {
-    "pydantic_ai_agent": (Driver(("pydantic-ai",), "chat"), "pydantic-ai"),
+    "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
