@@ -11,11 +11,12 @@ exhausted, raises, is closed or is collected.
 
 from __future__ import annotations
 
-import collections.abc
-from contextvars import Context, ContextVar, copy_context
+from contextvars import ContextVar, copy_context
+from functools import partial
 from typing import Any
 
 from ...core import Turn, get_pipeline
+from .._turns import TurnGenerator
 from .fail_open import instrumentation_failed
 from .results import RUNTIME_ID
 
@@ -66,7 +67,8 @@ def graph_stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
     if _in_turn.get():
         return wrapped(*args, **kwargs)
-    return _TurnStream(wrapped(*args, **kwargs), copy_context(), instance, args, kwargs)
+    return TurnGenerator(wrapped(*args, **kwargs), copy_context(), _close,
+                         open_turn=partial(_open, instance, args, kwargs))
 
 
 def graph_astream(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -92,51 +94,3 @@ async def _aturn_stream(inner: Any, graph: Any, args: tuple[Any, ...],
             await inner.aclose()
         finally:
             _close(opened, error)
-
-
-class _TurnStream(collections.abc.Generator):  # type: ignore[type-arg]
-    """``Pregel.stream``'s generator, each step run inside the turn's context; the turn
-    opens on the first step."""
-
-    def __init__(self, inner: Any, ctx: Context, graph: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> None:
-        self._inner, self._ctx, self._done = inner, ctx, False
-        self._start: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = (graph, args, kwargs)
-        self._opened: _Opened | None = None
-
-    def _end(self, error: BaseException | None) -> None:
-        self._done = True
-        opened, self._opened = self._opened, None
-        if opened is not None:
-            self._ctx.run(_close, opened, error)
-
-    def _step(self, method: Any, *args: Any) -> Any:
-        start, self._start = self._start, None
-        if start is not None and not self._done:
-            self._opened = self._ctx.run(_open, *start)
-        try:
-            return self._ctx.run(method, *args)
-        except (StopIteration, GeneratorExit):
-            self._end(None)
-            raise
-        except BaseException as exc:
-            self._end(exc)
-            raise
-
-    def send(self, value: Any) -> Any:
-        return self._step(self._inner.send, value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._step(self._inner.throw, *args)
-
-    def close(self) -> None:
-        if self._done:
-            return
-        try:
-            self._ctx.run(self._inner.close)
-        finally:
-            self._end(None)
-
-    def __del__(self) -> None:  # abandoned: end the turn (and the inner generator)
-        if not self._done and self._opened is not None:
-            self.close()

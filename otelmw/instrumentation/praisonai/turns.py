@@ -5,11 +5,13 @@ guard; a returned stream keeps its turn until exhausted, closed or collected).""
 from __future__ import annotations
 
 import collections.abc
-from contextvars import Context, ContextVar, copy_context
+from contextvars import ContextVar, copy_context
+from functools import partial
 from typing import Any
 
 from ...core import Turn, get_pipeline
 from .._base import Wrapper
+from .._turns import TurnGenerator
 from .fail_open import instrumentation_failed
 
 NATIVE_RUNTIME_ID = "praisonai"
@@ -98,7 +100,7 @@ def turn_wrapper(isolate: bool) -> Wrapper:
             run(_close, opened, exc, None, False)
             raise
         if ctx is not None and isinstance(result, collections.abc.Generator):
-            return _TurnStream(result, ctx, None, opened)
+            return TurnGenerator(result, ctx, _close_stream_turn, opened=opened)
         run(_close, opened, None, result, False)
         return result
 
@@ -126,51 +128,10 @@ def turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
     gen = wrapped(*args, **kwargs)
     if _guarded(instance):
         return gen  # inside start()/run(): their turn owns the stream
-    return _TurnStream(gen, copy_context(), instance, None)
+    return TurnGenerator(gen, copy_context(), _close_stream_turn,
+                         open_turn=partial(_open, instance))
 
 
-class _TurnStream(collections.abc.Generator):  # type: ignore[type-arg]
-    """Generator proxy whose steps run inside the turn's context; the turn ends
-    exactly once: exhausted, raised, closed or garbage-collected."""
-
-    def __init__(self, inner: Any, ctx: Context, agent: Any,
-                 opened: OpenedTurn | None) -> None:
-        self._inner, self._ctx, self._agent, self._opened, self._done = (
-            inner, ctx, agent, opened, False)
-
-    def _end(self, error: BaseException | None) -> None:
-        self._done = True
-        opened, self._opened = self._opened, None
-        if opened is not None:
-            self._ctx.run(_close, opened, error, None, True)  # _close never raises
-
-    def _step(self, method: Any, *args: Any) -> Any:
-        agent, self._agent = self._agent, None
-        if agent is not None and not self._done:
-            self._opened = self._ctx.run(_open, agent)
-        try:
-            return self._ctx.run(method, *args)
-        except (StopIteration, GeneratorExit):
-            self._end(None)
-            raise
-        except BaseException as exc:
-            self._end(exc)
-            raise
-
-    def send(self, value: Any) -> Any:
-        return self._step(self._inner.send, value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._step(self._inner.throw, *args)
-
-    def close(self) -> None:
-        if self._done:
-            return
-        try:
-            self._ctx.run(self._inner.close)
-        finally:
-            self._end(None)
-
-    def __del__(self) -> None:  # abandoned: end the turn (and the inner generator)
-        if not self._done and self._opened is not None:
-            self.close()
+def _close_stream_turn(opened: OpenedTurn, error: BaseException | None) -> None:
+    """The end of a turn a stream carried (no result to judge: the stream was it)."""
+    _close(opened, error, None, True)  # _close never raises
