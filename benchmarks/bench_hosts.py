@@ -463,6 +463,7 @@ def _child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
     first = os.environ.get("OTELMW_BENCH_HOST_PATH")
     env.update(PYTHONHASHSEED="0", LANGSMITH_TRACING="false", OTELMW_HOME="/nonexistent",
+               LITELLM_LOCAL_MODEL_COST_MAP="True",  # no network fetch (and retries) at import
                PYTHONPATH=os.pathsep.join(p for p in (first, str(ROOT), str(HERE)) if p))
     return env
 
