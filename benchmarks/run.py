@@ -48,6 +48,8 @@ BENCHES = {
                   "LangChain agent turn vs the official, OpenLLMetry and OpenInference "
                   "instrumentations"),
     "mcp": ("bench_mcp.py", "MCP tools/call round trip vs the SDK's own spans"),
+    "hosts": ("bench_hosts.py",
+              "7. One turn per agent host vs its peers, in instructions (valgrind) and CPU time"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).

@@ -1,0 +1,640 @@
+"""Benchmark 7 — one turn of each agent host, bare, under otelmw and under each peer,
+counted in CPU instructions (valgrind) and in process CPU time.
+
+The hosts (issue 26 item 7, issue 25 item 5), each a real turn of the real framework
+whose model answers from an in-memory transport (``httpx2.MockTransport`` under the
+openai 3 client, as benchmark 1 does; the canned answer asks for the tool, then answers
+once the tool's result comes back):
+
+* ``langchain``: ``create_agent`` + ``ChatOpenAI`` + one ``@tool`` (2 model calls, 1 tool
+  call) — peers OpenInference langchain 0.1.80, OpenLLMetry langchain 0.62.4, the
+  official ``opentelemetry-instrumentation-genai-langchain`` 1.3b0;
+* ``litellm``: one ``litellm.completion(model="openai/...")`` (LiteLLM's openai provider
+  over the same client) — peers OpenInference litellm 0.1.51, OpenLLMetry litellm 0.62.4;
+* ``openai-agents``: ``Runner.run_sync`` of an ``Agent`` with one ``@function_tool``
+  (Responses API; 2 model calls, 1 tool call; the SDK's own tracing on, its export
+  removed) — peers the official genai-openai-agents 1.3b0 (+ genai-openai 1.3b0, which
+  makes the chat spans it leaves to it), OpenInference openai-agents 2.6.0;
+* ``pydantic-ai``: ``Agent.run_sync`` with one ``tool_plain`` (2 model calls, 1 tool
+  call) — peers pydantic-ai's own instrumentation (``instrument_all``), OpenInference's
+  pydantic-ai 0.1.30 (its span processor over pydantic-ai's own spans);
+* ``mcp``: one ``tools/call`` round trip of mcp 2.x's in-process ``mcp.Client(server)``
+  (client and server in the process) — peers the SDK's own spans (emitted once a global
+  tracer provider is set), OpenLLMetry mcp 0.62.4.
+
+``otelmw``: the host's otelmw instrumentor (plus ``otelmw_openai`` where the host calls
+the openai SDK, as ``otelmw run`` would install it: it only enriches the host's chat
+span) with a ``TelemetryObserver`` and the full contract on: one ``llm_request``
+rewrite (pins the temperature), one ``tool_request`` rewrite (replaces the arguments
+with a copy) and one pass-through ``tool_execution`` wrapper, registered as a plugin
+would. Spans go to an SDK ``TracerProvider`` + ``BatchSpanProcessor`` onto an exporter
+that drops them; its schedule delay is an hour, so exports happen at 512 spans, not on a
+timer (a valgrind process is slow, and a timer would fire a run-dependent number of
+times).
+
+Instructions (benchmark 1b's method): per contender two processes under valgrind side
+by side, both set up and warmed up alike; one makes N turns with the cyclic garbage
+collector off, the other none; the difference over N is the turn's instruction count.
+CPU time: each contender in its own process, ``ROUNDS`` × ``TURNS`` turns, the best
+round's ``process_time`` per turn; bare runs first and last, its best is the baseline.
+
+Target: otelmw's overhead over bare ≤ 0.5 × the best peer's (in instructions; time is a
+cross-check). The peers are not otelmw dependencies: the first run makes a virtualenv
+(``$OTELMW_BENCH_HOSTS_VENV``, default ``~/.cache/otelmw-bench/hosts``) with otelmw from
+this checkout (editable), the hosts at the pins of ``scripts/envs/current.txt`` and the
+peers above (they install together: ``pip check`` is clean), and runs every contender
+with its python. ``OTELMW_BENCH_HOST_PATH=<checkout>`` puts another checkout's otelmw
+first on the children's path (to measure a host adapter from its branch).
+
+    python benchmarks/bench_hosts.py                      # every host, both measures
+    python benchmarks/bench_hosts.py --only mcp,litellm --no-time
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+VENV = Path(os.environ.get("OTELMW_BENCH_HOSTS_VENV", Path(os.environ.get(
+    "XDG_CACHE_HOME", Path.home() / ".cache")) / "otelmw-bench" / "hosts"))
+
+PEERS: dict[str, dict[str, str]] = {  # host -> contender -> label
+    "langchain": {"openinference": "OpenInference langchain 0.1.80",
+                  "openllmetry": "OpenLLMetry langchain 0.62.4",
+                  "official": "official genai-langchain 1.3b0"},
+    "litellm": {"openinference": "OpenInference litellm 0.1.51",
+                "openllmetry": "OpenLLMetry litellm 0.62.4"},
+    "openai-agents": {"official": "official genai-openai-agents + genai-openai 1.3b0",
+                      "openinference": "OpenInference openai-agents 2.6.0"},
+    "pydantic-ai": {"native": "pydantic-ai's own instrumentation",
+                    "openinference": "OpenInference pydantic-ai 0.1.30 (+ its own)"},
+    "mcp": {"native": "the MCP SDK's own spans", "openllmetry": "OpenLLMetry mcp 0.62.4"},
+}
+HOSTS = tuple(PEERS)
+TURN_SHAPE = {"langchain": "2 model calls, 1 tool call", "litellm": "1 model call",
+              "openai-agents": "2 model calls, 1 tool call",
+              "pydantic-ai": "2 model calls, 1 tool call", "mcp": "1 tools/call round trip"}
+OTELMW_INSTRUMENTORS = {  # host -> the otelmw instrumentors `otelmw run` would install
+    "langchain": ("langchain", "openai"), "litellm": ("litellm", "openai"),
+    "openai-agents": ("openai_agents", "openai"), "pydantic-ai": ("pydantic_ai", "openai"),
+    "mcp": ("mcp",)}
+PEER_PACKAGES = {
+    "openinference-instrumentation-langchain": "0.1.80",
+    "opentelemetry-instrumentation-langchain": "0.62.4",
+    "opentelemetry-instrumentation-genai-langchain": "1.3b0",
+    "openinference-instrumentation-litellm": "0.1.51",
+    "opentelemetry-instrumentation-litellm": "0.62.4",
+    "opentelemetry-instrumentation-genai-openai-agents": "1.3b0",
+    "opentelemetry-instrumentation-genai-openai": "1.3b0",
+    "openinference-instrumentation-openai-agents": "2.6.0",
+    "openinference-instrumentation-pydantic-ai": "0.1.30",
+    "opentelemetry-instrumentation-mcp": "0.62.4",
+}
+# Shared by every contender, pinned as the environment running the benchmark has them
+# (the ``current`` matrix environment), besides the host pins of current.txt.
+SHARED = ["openai", "httpx", "httpx2", "pydantic", "wrapt", "anyio", "orjson",
+          "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-instrumentation",
+          "opentelemetry-semantic-conventions", "langchain-core", "langgraph-checkpoint",
+          "langgraph-prebuilt", "langsmith"]
+CALLS = {"full": 20, "quick": 5}  # counted turns per valgrind process (deterministic)
+WARMUP = {"full": 10, "quick": 3}
+TURNS, ROUNDS = {"full": 100, "quick": 30}, {"full": 5, "quick": 3}
+_COLLECTED = re.compile(r"Collected : (\d+)")
+MODEL = "gpt-4o-mini"
+QUESTION = "What is the weather in Paris?"
+ANSWER = "Sunny in Paris."
+
+
+# ------------------------------------------------------------ the scripted model
+def _chat_completion(body: dict[str, Any], n: int) -> bytes:
+    """A chat completion: a ``get_weather`` call unless the tool already answered or no
+    tool is offered, then text."""
+    messages = body.get("messages") or []
+    answered = bool(messages) and messages[-1].get("role") == "tool"
+    usage = {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26}
+    if answered or not body.get("tools"):
+        message: dict[str, Any] = {"role": "assistant", "content": ANSWER}
+        finish = "stop"
+    else:
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{n}", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}
+        finish = "tool_calls"
+    return json.dumps({"id": f"chatcmpl-{n}", "object": "chat.completion",
+                       "created": 1_700_000_000, "model": MODEL, "usage": usage,
+                       "system_fingerprint": "fp_bench", "choices": [
+                           {"index": 0, "message": message, "finish_reason": finish,
+                            "logprobs": None}]}).encode()
+
+
+def _response(body: dict[str, Any], n: int) -> bytes:
+    """A Responses API answer (the Agents SDK's default model), as
+    ``bench_openai_agents.py`` scripts it."""
+    items = body.get("input") or []
+    answered = bool(items) and isinstance(items[-1], dict) and (
+        items[-1].get("type") == "function_call_output")
+    if answered:
+        output: list[dict[str, Any]] = [
+            {"type": "message", "id": f"msg_{n}", "status": "completed", "role": "assistant",
+             "content": [{"type": "output_text", "text": ANSWER, "annotations": [],
+                          "logprobs": []}]}]
+    else:
+        output = [{"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
+                   "name": "get_weather", "arguments": "{\"city\": \"Paris\"}",
+                   "status": "completed"}]
+    return json.dumps({
+        "id": f"resp_{n}", "object": "response", "created_at": 1_700_000_000,
+        "status": "completed", "model": MODEL, "output": output, "error": None,
+        "incomplete_details": None, "instructions": body.get("instructions"),
+        "metadata": {}, "parallel_tool_calls": True, "temperature": 1.0, "top_p": 1.0,
+        "text": {"format": {"type": "text"}}, "tools": body.get("tools") or [],
+        "tool_choice": "auto",
+        "usage": {"input_tokens": 40, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": 9, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 49}}).encode()
+
+
+def _transport() -> Any:
+    import httpx2
+
+    count = [0]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        count[0] += 1
+        body = json.loads(request.content)
+        make = _response if request.url.path.endswith("/responses") else _chat_completion
+        return httpx2.Response(200, content=make(body, count[0]),
+                               headers={"content-type": "application/json"})
+
+    return httpx2.MockTransport(handler)
+
+
+def _openai(asynchronous: bool = False) -> Any:
+    import httpx2
+    from openai import AsyncOpenAI, OpenAI
+
+    cls, http = (AsyncOpenAI, httpx2.AsyncClient) if asynchronous else (OpenAI, httpx2.Client)
+    return cls(api_key="sk-bench", max_retries=0, base_url="http://bench.invalid/v1",
+               http_client=http(transport=_transport()))
+
+
+def get_weather_text(city: str) -> str:
+    return f"sunny in {city}"
+
+
+# ------------------------------------------------------------ instrumentation
+def _provider(contender: str, host: str) -> tuple[Any, Any]:
+    """The SDK provider every contender exports to (a dropping exporter)."""
+    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "3600000"  # export at 512 spans, not on a timer
+    sys.path.insert(0, str(HERE))
+    from _otel import DroppingExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    tp = TracerProvider()
+    if host == "pydantic-ai" and contender == "openinference":
+        from openinference.instrumentation.pydantic_ai import (  # type: ignore[import-not-found]
+            OpenInferenceSpanProcessor,
+        )
+
+        tp.add_span_processor(OpenInferenceSpanProcessor())  # before the export, as documented
+    exporter = DroppingExporter()
+    tp.add_span_processor(BatchSpanProcessor(exporter))
+    return tp, exporter
+
+
+def _contract_plugin(ctx: Any) -> None:
+    """The full contract: one rewrite per request stage and one tool wrapper."""
+    def pin_temperature(**kw: Any) -> Any:
+        return {"request": {**kw["request"], "temperature": 0.25}, "source": "bench"}
+
+    def copy_args(**kw: Any) -> Any:
+        return {"args": dict(kw["args"]), "source": "bench"}
+
+    def wrap_tool(**kw: Any) -> Any:
+        return kw["next_call"](kw["args"])
+
+    ctx.register_middleware("llm_request", pin_temperature)
+    ctx.register_middleware("tool_request", copy_args)
+    ctx.register_middleware("tool_execution", wrap_tool)
+
+
+def _otelmw(host: str, tp: Any) -> None:
+    from importlib import import_module
+
+    from otelmw.core import get_pipeline
+    from otelmw.core.plugins import get_plugin_manager
+    from otelmw.telemetry.observer import TelemetryObserver
+
+    pipe = get_pipeline()
+    pipe.observer = TelemetryObserver(tracer_provider=tp, failures=pipe.failures)
+    classes = {"langchain": "LangChainInstrumentor", "openai": "OpenAIInstrumentor",
+               "litellm": "LiteLLMInstrumentor", "openai_agents": "OpenAIAgentsInstrumentor",
+               "pydantic_ai": "PydanticAIInstrumentor", "mcp": "MCPInstrumentor"}
+    for name in OTELMW_INSTRUMENTORS[host]:
+        module = import_module(f"otelmw.instrumentation.{name}")
+        getattr(module, classes[name])().instrument(tracer_provider=tp)
+    get_plugin_manager().add_plugin("bench-contract", _contract_plugin)
+
+
+def instrument(host: str, contender: str, tp: Any) -> None:
+    if host == "openai-agents":  # before the peers: they are processors of the SDK's tracing
+        from agents import set_trace_processors
+
+        set_trace_processors([])  # the SDK's tracing on, its export to the platform off
+    if contender == "bare":
+        return
+    if contender == "otelmw":
+        _otelmw(host, tp)
+        return
+    if host == "langchain":
+        if contender == "official":
+            from opentelemetry.instrumentation.genai.langchain import (  # type: ignore
+                LangChainInstrumentor,
+            )
+        elif contender == "openinference":
+            from openinference.instrumentation.langchain import (  # type: ignore
+                LangChainInstrumentor,
+            )
+        else:
+            from opentelemetry.instrumentation.langchain import (  # type: ignore
+                LangchainInstrumentor as LangChainInstrumentor,
+            )
+        LangChainInstrumentor().instrument(tracer_provider=tp)
+    elif host == "litellm":
+        if contender == "openinference":
+            from openinference.instrumentation.litellm import LiteLLMInstrumentor  # type: ignore
+        else:
+            from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor  # type: ignore
+        LiteLLMInstrumentor().instrument(tracer_provider=tp)
+    elif host == "openai-agents":
+        if contender == "official":
+            from opentelemetry.instrumentation.genai.openai import (  # type: ignore
+                OpenAIInstrumentor,
+            )
+            from opentelemetry.instrumentation.genai.openai_agents import (  # type: ignore
+                OpenAIAgentsInstrumentor,
+            )
+
+            OpenAIInstrumentor().instrument(tracer_provider=tp)
+        else:
+            from openinference.instrumentation.openai_agents import (  # type: ignore
+                OpenAIAgentsInstrumentor,
+            )
+        OpenAIAgentsInstrumentor().instrument(tracer_provider=tp)
+    elif host == "pydantic-ai":  # "native" and "openinference" (its processor is in tp)
+        from pydantic_ai import Agent
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+
+        Agent.instrument_all(InstrumentationSettings(tracer_provider=tp))
+    elif host == "mcp":
+        if contender == "native":
+            from opentelemetry import trace
+
+            trace.set_tracer_provider(tp)
+        else:
+            from opentelemetry.instrumentation.mcp import McpInstrumentor  # type: ignore
+
+            McpInstrumentor().instrument(tracer_provider=tp)
+    else:
+        raise ValueError(f"{host}/{contender}")
+
+
+# ------------------------------------------------------------ the turns
+def langchain_turn() -> Callable[[], Any]:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return get_weather_text(city)
+
+    client = _openai()
+    model = ChatOpenAI(model=MODEL, api_key="sk-bench", base_url="http://bench.invalid/v1",
+                       max_retries=0, client=client.chat.completions, root_client=client)
+    agent = create_agent(model, tools=[get_weather], name="bench")
+    question = {"messages": [{"role": "user", "content": QUESTION}]}
+    return lambda: agent.invoke(question)["messages"][-1].content
+
+
+def litellm_turn() -> Callable[[], Any]:
+    import litellm
+
+    client = _openai()
+    messages = [{"role": "user", "content": QUESTION}]
+    return lambda: litellm.completion(model=f"openai/{MODEL}", messages=messages,
+                                      client=client).choices[0].message.content
+
+
+def openai_agents_turn() -> Callable[[], Any]:
+    from agents import Agent, Runner, function_tool, set_default_openai_client
+
+    set_default_openai_client(_openai(asynchronous=True), use_for_tracing=False)
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return get_weather_text(city)
+
+    agent = Agent(name="Weather", instructions="Answer briefly.", tools=[get_weather],
+                  model=MODEL)
+    return lambda: Runner.run_sync(agent, QUESTION).final_output
+
+
+def pydantic_ai_turn() -> Callable[[], Any]:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=_openai(True)))
+    agent = Agent(model, instructions="Answer briefly.")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return get_weather_text(city)
+
+    return lambda: agent.run_sync(QUESTION).output
+
+
+def mcp_server() -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("weather")
+
+    @server.tool()
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return get_weather_text(city)
+
+    return server
+
+
+TURNS_OF: dict[str, Callable[[], Callable[[], Any]]] = {
+    "langchain": langchain_turn, "litellm": litellm_turn,
+    "openai-agents": openai_agents_turn, "pydantic-ai": pydantic_ai_turn}
+
+
+def _check(host: str, answer: Any) -> None:
+    want = "sunny in Paris" if host == "mcp" else ANSWER
+    if want not in str(answer):
+        raise AssertionError(f"{host}: unexpected answer {answer!r}")
+
+
+# ------------------------------------------------------------ the children
+def child_count(host: str, contender: str, n: int, warmup: int) -> None:
+    """Set up, warm up, then ``n`` turns with the cyclic GC off (counted by valgrind)."""
+    tp, _ = _provider(contender, host)
+    instrument(host, contender, tp)
+    if host == "mcp":
+        asyncio.run(_mcp_turns(n, warmup, None))
+        return
+    turn = TURNS_OF[host]()
+    for _ in range(warmup):
+        _check(host, turn())
+    gc.collect()
+    gc.disable()
+    for _ in range(n):
+        turn()
+
+
+async def _mcp_turns(n: int, warmup: int, timing: list[float] | None) -> None:
+    from mcp import Client
+
+    async with Client(mcp_server()) as client:
+        async def turn() -> Any:
+            result = await client.call_tool("get_weather", {"city": "Paris"})
+            return result.content[0].text
+
+        for _ in range(warmup):
+            _check("mcp", await turn())
+        if timing is None:
+            gc.collect()
+            gc.disable()
+            for _ in range(n):
+                await turn()
+            return
+        for i in range(len(timing)):
+            t0 = time.process_time()
+            for _ in range(n):
+                await turn()
+            timing[i] = (time.process_time() - t0) / n
+
+
+def child_time(host: str, contender: str, turns: int, rounds: int, warmup: int) -> None:
+    tp, exporter = _provider(contender, host)
+    instrument(host, contender, tp)
+    best: list[float] = [-1.0] * rounds
+    if host == "mcp":
+        asyncio.run(_mcp_turns(turns, warmup, best))
+    else:
+        turn = TURNS_OF[host]()
+        for _ in range(warmup):
+            _check(host, turn())
+        for i in range(rounds):
+            t0 = time.process_time()
+            for _ in range(turns):
+                turn()
+            best[i] = (time.process_time() - t0) / turns
+    tp.force_flush()
+    print(json.dumps({"us": min(best) * 1e6,
+                      "spans_per_turn": exporter.spans / (warmup + rounds * turns)}))
+
+
+# ------------------------------------------------------------ the parent
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
+    first = os.environ.get("OTELMW_BENCH_HOST_PATH")
+    env.update(PYTHONHASHSEED="0", LANGSMITH_TRACING="false", OTELMW_HOME="/nonexistent",
+               LITELLM_LOCAL_MODEL_COST_MAP="True",  # no network fetch (and retries) at import
+               PYTHONPATH=os.pathsep.join(p for p in (first, str(ROOT), str(HERE)) if p))
+    return env
+
+
+def count(python: str, args: list[str]) -> int:
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python,
+           __file__, "--count", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(), check=False)
+    found = _COLLECTED.search(proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"valgrind run of {' '.join(args)} failed "
+                           f"(exit {proc.returncode}): {proc.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def per_turn(python: str, host: str, contender: str, n: int, warmup: int) -> float:
+    with ThreadPoolExecutor(2) as pool:
+        none, some = pool.map(
+            lambda k: count(python, [host, contender, str(k), str(warmup)]), (0, n))
+    return (some - none) / n
+
+
+def timed(python: str, host: str, contender: str, turns: int, rounds: int,
+          warmup: int) -> dict[str, float]:
+    proc = subprocess.run([python, __file__, "--time", host, contender, str(turns),
+                           str(rounds), str(warmup)], capture_output=True, text=True,
+                          env=_child_env(), timeout=1800, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{host}/{contender}: {proc.stderr[-3000:]}")
+    out: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _pins() -> list[str]:
+    from importlib import metadata
+
+    wanted = []
+    for line in (ROOT / "scripts" / "envs" / "current.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith(("openai==", "anthropic==", "praisonaiagents==")):
+            wanted.append(line)
+    for name in SHARED:
+        try:
+            wanted.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            wanted.append(name)
+    return wanted
+
+
+def ensure_venv(log: Callable[[str], None] = print) -> Path:
+    """The peers' virtualenv (made once; refreshed when the wanted pins change)."""
+    reqs = [*_pins(), *(f"{k}=={v}" for k, v in PEER_PACKAGES.items())]
+    py = VENV / "bin" / "python"
+    stamp = VENV / "otelmw-bench.json"
+    wanted = {"requirements": reqs, "otelmw": str(ROOT)}
+    if py.exists() and stamp.exists():
+        try:
+            if json.loads(stamp.read_text()) == wanted:
+                return py
+        except ValueError:
+            pass
+    if not py.exists():
+        log(f"[setup] creating the hosts' peers venv at {VENV} (one time, a few minutes)")
+        VENV.parent.mkdir(parents=True, exist_ok=True)
+        venv.EnvBuilder(with_pip=True, system_site_packages=False, clear=True).create(VENV)
+    cmd = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "-e", str(ROOT), *reqs]
+    log("[setup] " + " ".join(cmd))
+    subprocess.run(cmd, check=True)
+    check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True,
+                           check=False)
+    if check.returncode != 0:  # printed, not fatal: the table says what was measured
+        log("[setup] pip check in the peers venv reports:\n" + check.stdout + check.stderr)
+    stamp.write_text(json.dumps(wanted, indent=1))
+    return py
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def report(host: str, instr: dict[str, float], cpu: dict[str, dict[str, float]],
+           n: int) -> dict[str, Any]:
+    contenders = ["otelmw", *PEERS[host]]
+    labels = {"otelmw": "otelmw, full contract", **PEERS[host]}
+    result: dict[str, Any] = {"host": host, "instructions": instr, "cpu": cpu}
+    rows = []
+    over_i = {c: instr[c] - instr["bare"] for c in contenders if c in instr}
+    over_t = {c: cpu[c]["us"] - cpu["bare"]["us"] for c in contenders if c in cpu}
+    best_i = min((over_i[p] for p in PEERS[host] if p in over_i), default=None)
+    best_t = min((over_t[p] for p in PEERS[host] if p in over_t), default=None)
+    for c in ["bare", *contenders]:
+        row = [labels.get(c, "bare (no instrumentation)")]
+        row.append(f"{instr[c]:,.0f}" if c in instr else "—")
+        row.append(f"{over_i[c]:,.0f}" if c in over_i else "—")
+        row.append(f"{over_i[c] / best_i:.2f}" if c in over_i and best_i else "—")
+        row.append(f"{cpu[c]['us']:,.0f}" if c in cpu else "—")
+        row.append(f"{over_t[c]:,.0f}" if c in over_t else "—")
+        row.append(f"{over_t[c] / best_t:.2f}" if c in over_t and best_t else "—")
+        row.append(f"{cpu[c]['spans_per_turn']:.1f}" if c in cpu else "—")
+        rows.append(row)
+    print(f"\n#### {host}: one turn ({TURN_SHAPE[host]}); instructions per turn ({n} counted "
+          "turns, valgrind), CPU µs per turn (best round)\n")
+    print(_table(["contender", "instructions", "overhead", "÷ best peer's", "CPU µs",
+                  "overhead µs", "÷ best peer's", "spans/turn"], rows))
+    if "otelmw" in over_i and best_i:
+        ratio = over_i["otelmw"] / best_i
+        result["ratio_instructions"] = ratio
+        print(f"\notelmw overhead ÷ best peer's (instructions) = {ratio:.2f}: target ≤ 0.50 "
+              f"{'met' if ratio <= 0.5 else 'missed'}")
+    if "otelmw" in over_t and best_t:
+        result["ratio_cpu"] = over_t["otelmw"] / best_t
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer turns")
+    p.add_argument("--only", default=",".join(HOSTS), help="hosts, comma-separated")
+    p.add_argument("--contenders", default="", help="only these contenders (and bare)")
+    p.add_argument("--no-count", action="store_true", help="skip the valgrind counts")
+    p.add_argument("--no-time", action="store_true", help="skip the CPU-time runs")
+    p.add_argument("--here", action="store_true",
+                   help="run the children with this python (it has the peers)")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    size = "quick" if args.quick else "full"
+    python = sys.executable if args.here else str(ensure_venv())
+    if not args.no_count and shutil.which("valgrind") is None:
+        sys.exit("the instruction counts need valgrind on PATH (Debian: apt-get install "
+                 "valgrind); --no-count for CPU time only")
+    results = []
+    for host in [h for h in args.only.split(",") if h]:
+        chosen = ["bare", "otelmw", *PEERS[host]]
+        if args.contenders:
+            chosen = ["bare", *(c for c in args.contenders.split(",") if c in chosen)]
+        instr: dict[str, float] = {}
+        cpu: dict[str, dict[str, float]] = {}
+        for contender in chosen:
+            try:
+                if not args.no_count:
+                    instr[contender] = per_turn(python, host, contender, CALLS[size],
+                                                WARMUP[size])
+                if not args.no_time:
+                    cpu[contender] = timed(python, host, contender, TURNS[size],
+                                           ROUNDS[size], WARMUP[size])
+            except RuntimeError as exc:  # one contender failing leaves the others' rows
+                print(f"[{host}/{contender}] not measured: {exc}", file=sys.stderr)
+            if args.verbose:
+                print(f"[{host}/{contender}] {instr.get(contender)} instructions, "
+                      f"{cpu.get(contender)}", file=sys.stderr, flush=True)
+        if not args.no_time and "bare" in cpu:  # bare again last: the best of both
+            again = timed(python, host, "bare", TURNS[size], ROUNDS[size], WARMUP[size])
+            cpu["bare"] = min(cpu["bare"], again, key=lambda r: r["us"])
+        results.append(report(host, instr, cpu, CALLS[size]))
+    targets = {f"{r['host']} instructions: otelmw ≤ 0.5 × best peer": r["ratio_instructions"] <= 0.5
+               for r in results if "ratio_instructions" in r}
+    out = {"hosts": results, "targets": targets}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--count":
+        child_count(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) == 7 and sys.argv[1] == "--time":
+        child_time(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                   int(sys.argv[6]))
+    else:
+        main()
