@@ -25,7 +25,6 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM's import
 
-from _support.components import require_module
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from opentelemetry.sdk._logs import LoggerProvider
@@ -37,7 +36,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-litellm = require_module("litellm")
+try:
+    import litellm
+except ImportError:  # an environment without the host: conftest deselects these tests
+    litellm = None
 pytestmark = pytest.mark.host("litellm", "openai")
 
 from otelmw import get_pipeline  # noqa: E402
