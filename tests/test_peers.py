@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -31,7 +32,13 @@ from _support.components import clean_env, unavailable
 from _support.otlp_receiver import OtlpReceiver, ReceivedMetric, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
-pytestmark = pytest.mark.timeout(600)
+# The peers' pinned releases declare the SDK releases they instrument; the SDK floor
+# environments ("sdk-*": openai 1.x, anthropic 0.x) are outside some of them (an
+# OpenInference peer does not start there, and otelmw rightly names only the peers that
+# do), so what is asserted here is the peers beside the SDK releases of "current".
+pytestmark = [pytest.mark.timeout(600), pytest.mark.skipif(
+    os.environ.get("OTELMW_TEST_ENV", "").startswith("sdk-"),
+    reason="the peers at their pins beside the newest SDKs (see the comment above)")]
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "peers"
