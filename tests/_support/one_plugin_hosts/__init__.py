@@ -1,10 +1,11 @@
 """One driver module per host for ``tests/test_one_plugin_every_host.py``.
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
-``litellm_loop``, ``langchain_agent``, ``pydantic_ai_agent``, ``openai_agents_runner``:
-named after the host, not after its package, so that it can never shadow the package it
-imports) exposes one function, ``run_turn(server_url) -> dict``: one real tool-using
-turn of that host, written as the host's users write one, against the scripted model
+``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
+``openai_agents_runner``: named after the host, not after its package, so that it can
+never shadow the package it imports) exposes one function,
+``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
+host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
 (``get_weather`` and ``delete_file``, the one the plugin blocks); it returns
 ``{"final": <the answer>, ...}``. ``DRIVERS`` says, without importing a driver (its host
@@ -33,6 +34,7 @@ DRIVERS = {
     "hermes": Driver(("hermes", "openai"), "chat"),
     "litellm_loop": Driver(("litellm",), "chat"),
     "langchain_agent": Driver(("langchain",), "chat"),
+    "langgraph_graph": Driver(("langchain",), "chat"),
     "openai_agents_runner": Driver(("openai-agents",), "chat"),
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
 }
