@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 from _support import telemetry_snapshot
 from _support.components import HOST_MODULES, env_hosts, require_host
+from _support.otlp_receiver import OtlpReceiver
 from _support.telemetry import TelemetryHarness
 
 from otelmw.telemetry import uninstrument_threads
@@ -72,3 +73,11 @@ def h() -> Iterator[TelemetryHarness]:
     uninstrument_threads()  # a test that patched threads leaves none behind
     harness.close()
     harness.assert_clean()
+
+
+@pytest.fixture
+def rx() -> Iterator[OtlpReceiver]:
+    """The suite's real OTLP receiver (gRPC and HTTP on 127.0.0.1), started for one
+    test. A module may define its own ``rx`` (a slow one, say)."""
+    with OtlpReceiver() as receiver:
+        yield receiver

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
+from _support.cli import otelmw_cmd
+from _support.host_scenarios import TIMEOUT, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -32,7 +33,6 @@ pytestmark = pytest.mark.host("openai-agents", "openai")
 SCRIPTS = Path(__file__).resolve().parent / "openai_agents_scripts"
 CITY = "CANARY-CITY-9c1e"
 CANARIES = ("CANARY-CITY", "CANARY-PROMPT", "CANARY-RESULT")
-TIMEOUT = 120
 INTERNAL, CLIENT, ERROR, UNSET = 1, 3, 2, 0
 TOOLS = ("get_weather", "aget_weather", "broken", "forbidden")
 MODES = ("run_sync", "run", "run_streamed")
@@ -46,31 +46,17 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-@pytest.fixture()
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
 
 def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_",
-                                                                       "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0",
-               OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(),  # digests comparable here
-               OTEL_SERVICE_NAME="openai-agents-host-test", PYTHONUNBUFFERED="1")
-    return env
+    return scenario_env(tmp_path, rx, service="openai-agents-host-test",
+                        openai_base_url=base_url)
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
           tmp_path: Path) -> dict[str, Any]:
     """Run one driver scenario; returns its RESULT (telemetry is flushed on exit)."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line.removeprefix("RESULT "))
+    return run_scenario(SCRIPTS / "driver.py", spec, child_env(tmp_path, server.base_url, rx),
+                        tmp_path)
 
 
 def traces(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
@@ -339,14 +325,6 @@ def test_the_openai_layer_alone_is_what_it_was(server: ScriptedLLMServer, rx: Ot
 
 
 # ------------------------------------------------------------------- zero code
-def otelmw_cli() -> list[str]:
-    beside = Path(sys.executable).with_name("otelmw")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("otelmw")
-    return [found] if found else [sys.executable, "-m", "otelmw.cli"]
-
-
 def installed_plugin(tmp_path: Path) -> Path:
     """A really installed plugin distribution (``otelmw.plugins`` entry point) whose
     ``register`` is the driver's plugin."""
@@ -367,10 +345,10 @@ def test_otelmw_run_instruments_an_unmodified_program_with_a_plugin_enabled(
         str(installed_plugin(tmp_path)), env.get("PYTHONPATH")) if x)
     # the SDK's trace export to the OpenAI platform off, as docs/telemetry.md says
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
-    enable = subprocess.run([*otelmw_cli(), "plugins", "enable", "acme"], env=env,
+    enable = subprocess.run([*otelmw_cmd(), "plugins", "enable", "acme"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
     assert enable.returncode == 0, enable.stderr
-    proc = subprocess.run([*otelmw_cli(), "run", "--", sys.executable,
+    proc = subprocess.run([*otelmw_cmd(), "run", "--", sys.executable,
                            str(SCRIPTS / "plain_agent.py")], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"

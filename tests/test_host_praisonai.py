@@ -12,8 +12,6 @@ without PraisonAI; elsewhere without ``praisonaiagents`` the tests skip — exce
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
+from _support.cli import otelmw_cmd
+from _support.host_scenarios import TIMEOUT, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -33,7 +32,6 @@ SCRIPTS = Path(__file__).resolve().parent / "praisonai_scripts"
 CITY = "CANARY-CITY-9c1e"
 PROMPT = "What is the weather in Paris? CANARY-PROMPT-52d0"
 CANARIES = ("CANARY-CITY", "CANARY-PROMPT", "CANARY-RESULT")
-TIMEOUT = 120
 INTERNAL, CLIENT, ERROR, UNSET = 1, 3, 2, 0
 
 
@@ -44,33 +42,17 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-@pytest.fixture()
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
 
 def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_",
-                                                                       "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0",
-               OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(),  # digests comparable here
-               OTEL_SERVICE_NAME="praisonai-host-test", PYTHONUNBUFFERED="1")
-    return env
+    return scenario_env(tmp_path, rx, service="praisonai-host-test", openai_base_url=base_url)
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path,
           base_url: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one driver scenario; returns its RESULT (telemetry is flushed on exit)."""
-    spec = {"prompt": PROMPT, **spec}
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env={**child_env(tmp_path, base_url or server.base_url, rx),
-                               **(env or {})},
-                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line.removeprefix("RESULT "))
+    return run_scenario(SCRIPTS / "driver.py", {"prompt": PROMPT, **spec},
+                        {**child_env(tmp_path, base_url or server.base_url, rx), **(env or {})},
+                        tmp_path)
 
 
 def traces(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
@@ -351,12 +333,8 @@ def test_sdk_clients_that_are_mocks_or_proxies_keep_their_own_create(
     """PraisonAI's ``test_create_completion_accepts_response_format`` (a MagicMock SDK
     client) and a ``__getattr__`` proxy: the host call works and the mock's assertions
     hold; the proxied real request still gets its chat span."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "foreign_resources.py")],
-                          env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    out = json.loads(line.removeprefix("RESULT "))
+    out = run_scenario(SCRIPTS / "foreign_resources.py", {},
+                       child_env(tmp_path, server.base_url, rx), tmp_path)
     assert out["errors"] == []
     assert out["mock_response_format"] is True
     assert out["proxy_answer"] == server.default_text
@@ -373,11 +351,8 @@ def test_sdk_clients_that_are_mocks_or_proxies_keep_their_own_create(
 
 def test_otelmw_run_instruments_a_program_that_never_imports_otelmw(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    beside = Path(sys.executable).with_name("otelmw")
-    cmd = [str(beside)] if beside.exists() else (
-        [shutil.which("otelmw")] if shutil.which("otelmw") else [sys.executable, "-m",
-                                                                  "otelmw.cli"])
-    proc = subprocess.run([*cmd, "run", "--", sys.executable, str(SCRIPTS / "plain_agent.py")],
+    proc = subprocess.run([*otelmw_cmd(), "run", "--", sys.executable,
+                           str(SCRIPTS / "plain_agent.py")],
                           env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"

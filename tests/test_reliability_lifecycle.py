@@ -31,11 +31,6 @@ pytestmark = pytest.mark.host("openai")
 TIMEOUT = 60
 
 
-@pytest.fixture
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[ScriptedLLMServer]:

@@ -89,11 +89,6 @@ def endpoint_for(rx: OtlpReceiver, protocol: str) -> str:
     return rx.grpc_endpoint if protocol == "grpc" else rx.http_endpoint
 
 
-@pytest.fixture
-def rx() -> Any:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_otlp_export_delivers_spans_logs_and_metrics(rx: OtlpReceiver, tmp_path: Path,

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +57,6 @@ CHILD_ATTRIBUTES: dict[str, Any] = {
     "int.list": [1, 2, 3],
 }
 
-
-@pytest.fixture
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
 
 
 # The OTLP exporter classes by signal: (gRPC, HTTP).

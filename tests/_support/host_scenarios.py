@@ -1,0 +1,59 @@
+"""One host scenario in an interpreter of its own: what every host test module does to
+run its driver.
+
+A host test (``tests/test_host_<host>.py``) runs each scenario as a fresh process of its
+driver script (``tests/<host>_scripts/driver.py SPEC_JSON``) so that instrumenting,
+configuring and exiting happen as in a user's program: the child's environment points
+its telemetry at the suite's real ``OtlpReceiver`` and its provider client at the
+scripted model server, and the driver prints one ``RESULT {json}`` line (what the host
+returned, what the tools received) before exiting, which flushes its telemetry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .digest_key import deployment_key
+from .otlp_receiver import OtlpReceiver
+
+TIMEOUT = 120
+RESULT_PREFIX = "RESULT "
+
+
+def scenario_env(tmp_path: Path, rx: OtlpReceiver, *, service: str | None = None,
+                 openai_base_url: str | None = None, strip: tuple[str, ...] = (),
+                 **extra: str) -> dict[str, str]:
+    """This process's environment without any ``OTEL_*``/``OTELMW_*``/``OPENAI_*``
+    setting (nor those starting with ``strip``), then: OTLP to ``rx``, a private
+    ``OTELMW_HOME``, the suite's digest key (digests comparable with the test's own),
+    the openai client on ``openai_base_url`` if given (no retries), ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "OTELMW_", "OPENAI_", *strip))}
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
+               OTELMW_HOME=str(tmp_path / "home"),
+               OTELMW_DIGEST_KEY=deployment_key().decode(), PYTHONUNBUFFERED="1")
+    if service is not None:
+        env["OTEL_SERVICE_NAME"] = service
+    if openai_base_url is not None:
+        env.update(OPENAI_BASE_URL=openai_base_url, OPENAI_API_KEY="dummy",
+                   OPENAI_MAX_RETRIES="0")
+    env.update(extra)
+    return env
+
+
+def run_scenario(script: Path, spec: Mapping[str, Any], env: Mapping[str, str], cwd: Path,
+                 timeout: float = TIMEOUT) -> dict[str, Any]:
+    """Run ``script SPEC_JSON``; it must exit 0. Returns its last ``RESULT`` line."""
+    proc = subprocess.run([sys.executable, str(script), json.dumps(spec)], env=dict(env),
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    lines = [x for x in proc.stdout.splitlines() if x.startswith(RESULT_PREFIX)]
+    assert lines, f"no {RESULT_PREFIX!r} line\n{proc.stdout}\n{proc.stderr}"
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
+    return result
