@@ -117,6 +117,9 @@ def test_in_process_call_is_one_tool_call_on_each_side_in_one_trace(
         assert span.attributes["otelmw.result.status"] == "ok"
         assert span.attributes["otelmw.result.raw.digest"].startswith("sha256")
     assert s.attributes["jsonrpc.request.id"]
+    # no model gave this call an id: the server's is its JSON-RPC request id, the client's none
+    assert s.attributes["gen_ai.tool.call.id"] == s.attributes["jsonrpc.request.id"]
+    assert "gen_ai.tool.call.id" not in c.attributes
     assert CANARY not in json.dumps([c.attributes, s.attributes])  # no content by default
     points = rx.wait_for_metric("mcp.client.operation.duration")
     assert points and rx.wait_for_metric("mcp.server.operation.duration")

@@ -43,8 +43,14 @@ changes; the assertion stays for every other host:
 * a host with no model call of its own (MCP: a tool protocol; its driver reaches the tool
   without a model, ``Driver.api`` is ``None``) has no ``chat`` span and no request to
   check; its tool-side expectations are the same;
-* a host whose turn is not an agent run (none so far) has the driver's own
-  ``@agent_turn`` as its root.
+* a host whose turn is not an agent run (MCP: a protocol, its driver an openai tool
+  loop of the user's) has the driver's own ``@agent_turn`` as its root;
+* MCP: a ``tools/call`` carries no id of a model's, so the tool call's
+  ``gen_ai.tool.call.id`` follows the MCP rule (docs/telemetry.md, ``otelmw_mcp``;
+  ``Driver.tool_call_ids``): the client's ``execute_tool`` span, which serves no tool
+  call in flight, has none (the plugin's hooks get ``tool_call_id=None``); the server's
+  ``tools/call`` span, in the same trace under the client's, has the JSON-RPC request id
+  (its ``jsonrpc.request.id``); the blocked call reaches no server.
 
 A driver is parametrized with ``pytest.mark.host(...)`` naming its host (and the SDK it
 reaches the model through), so each matrix environment runs the drivers of the hosts it
@@ -100,8 +106,15 @@ class HostRun:
         return sorted((s for s in self.spans if s.parent_span_id == span.span_id),
                       key=lambda s: s.start_ns)
 
+    def tool_calls(self) -> list[ReceivedSpan]:
+        """The turn's ``execute_tool`` spans; an MCP server's tool call (it carries the
+        inbound request's ``jsonrpc.request.id``; on ``mcp`` 1.x a span named
+        ``execute_tool`` too) is the server's, checked apart."""
+        return [s for s in self.named("execute_tool ")
+                if "jsonrpc.request.id" not in s.attributes]
+
     def tool_span(self, tool: str) -> ReceivedSpan:
-        (span,) = [s for s in self.named("execute_tool ") if s.name == f"execute_tool {tool}"]
+        (span,) = [s for s in self.tool_calls() if s.name == f"execute_tool {tool}"]
         return span
 
     def plugin_hook_records(self, hook: str) -> list[ReceivedLog]:
@@ -194,7 +207,6 @@ def test_the_model_sees_the_block_and_the_rewritten_call_result(turn: HostRun) -
 
 
 def test_the_wrapper_and_the_observer_see_each_call(turn: HostRun) -> None:
-    ids = model_call_ids(turn)
     wrapped = turn.audited("tool_execution")
     assert [(x["tool"], x["args"]) for x in wrapped] == [("get_weather", {"city": "Paris, FR"})]
     observed = sorted(turn.audited("post_tool_call"), key=lambda x: x["tool"])
@@ -202,8 +214,7 @@ def test_the_wrapper_and_the_observer_see_each_call(turn: HostRun) -> None:
         ("delete_file", "blocked", False), ("get_weather", "ok", True)]
     assert observed[0]["content"] == policy.BLOCK_MESSAGE
     assert "Paris, FR" in observed[1]["content"]
-    if ids:
-        assert {x["tool"]: x["tool_call_id"] for x in observed} == ids
+    assert {x["tool"]: x["tool_call_id"] for x in observed} == span_call_ids(turn)
 
 
 # ------------------------------------------------------------------------------ spans
@@ -216,7 +227,7 @@ def test_one_trace_per_turn_with_chat_and_tool_spans_under_the_agent(turn: HostR
     assert root.kind == INTERNAL and root.attributes["gen_ai.operation.name"] == "invoke_agent"
     ids = {s.span_id for s in turn.spans}
     assert all(s.parent_span_id in ids for s in turn.spans if s is not root), "orphan span"
-    chats, tools = turn.named("chat "), turn.named("execute_tool ")
+    chats, tools = turn.named("chat "), turn.tool_calls()
     expected_chats = 0 if DRIVERS[turn.driver].api is None else len(turn.posts)
     assert len(chats) == expected_chats, [s.name for s in chats]
     assert sorted(s.name for s in tools) == ["execute_tool delete_file",
@@ -226,11 +237,32 @@ def test_one_trace_per_turn_with_chat_and_tool_spans_under_the_agent(turn: HostR
     for chat in chats:
         assert chat.kind == CLIENT and chat.status_code != STATUS_ERROR
         assert chat.attributes["gen_ai.operation.name"] == "chat"
-    ids_by_tool = model_call_ids(turn)
+    ids_by_tool = span_call_ids(turn)
     for span in tools:
         a = span.attributes
         assert a["gen_ai.operation.name"] == "execute_tool" and span.kind == INTERNAL
-        assert a["gen_ai.tool.call.id"] == ids_by_tool[a["gen_ai.tool.name"]]
+        assert a.get("gen_ai.tool.call.id") == ids_by_tool[a["gen_ai.tool.name"]]
+
+
+def test_an_mcp_tool_call_is_identified_by_its_json_rpc_request_id_on_the_server(
+        turn: HostRun) -> None:
+    if DRIVERS[turn.driver].tool_call_ids != "mcp":
+        return  # the MCP rule (see the module's docstring)
+    client = turn.tool_span("get_weather")
+    servers = [s for s in turn.spans if s.attributes.get("gen_ai.operation.name")
+               == "execute_tool" and "jsonrpc.request.id" in s.attributes]
+    # one server-side tool call: the blocked one was never sent
+    assert [s.attributes["gen_ai.tool.name"] for s in servers] == ["get_weather"], [
+        (s.name, s.attributes) for s in turn.spans]
+    (server,) = servers
+    a = server.attributes
+    assert a["gen_ai.tool.call.id"] == a["jsonrpc.request.id"]
+    assert a["mcp.method.name"] == "tools/call" and a["otelmw.result.status"] == "ok"
+    assert server.trace_id == client.trace_id
+    assert client.span_id in {s.span_id for s in ancestors(turn, server)}, (
+        "the server's tool call under the client's")
+    assert client.attributes["mcp.method.name"] == "tools/call"
+    assert "mcp.method.name" not in turn.tool_span("delete_file").attributes  # not sent
 
 
 def test_rewrite_spans_under_each_chat_and_tool_call(turn: HostRun) -> None:
@@ -262,7 +294,7 @@ def test_hook_records_on_each_tool_call(turn: HostRun) -> None:
     for hook in ("pre_tool_call", "post_tool_call"):
         records = turn.plugin_hook_records(hook)
         on = sorted(x.span_id or "" for x in records)
-        assert on == sorted(s.span_id for s in turn.named("execute_tool ")), hook
+        assert on == sorted(s.span_id for s in turn.tool_calls()), hook
     post = {x.attributes["gen_ai.tool.name"]: x.attributes
             for x in turn.plugin_hook_records("post_tool_call")}
     assert (post["delete_file"]["otelmw.result.status"],
@@ -291,6 +323,23 @@ def middleware_children(turn: HostRun, span: ReceivedSpan, kind: str) -> list[Re
             elif not child.name.startswith(("chat ", "execute_tool ")):
                 todo.append(child)
     return found
+
+
+def ancestors(turn: HostRun, span: ReceivedSpan) -> list[ReceivedSpan]:
+    by_id = {s.span_id: s for s in turn.spans}
+    out, parent = [], by_id.get(span.parent_span_id or "")
+    while parent is not None:
+        out.append(parent)
+        parent = by_id.get(parent.parent_span_id or "")
+    return out
+
+
+def span_call_ids(turn: HostRun) -> dict[str, str | None]:
+    """Tool name -> the ``gen_ai.tool.call.id`` its ``execute_tool`` span (and its hooks'
+    ``tool_call_id``) carries: the model's id; none on an MCP client's tool call."""
+    if DRIVERS[turn.driver].tool_call_ids == "mcp":
+        return {name: None for name, _ in MODEL_TOOL_CALLS}
+    return dict(model_call_ids(turn))
 
 
 def model_call_ids(turn: HostRun) -> dict[str, str]:

@@ -1,5 +1,7 @@
 """The server side: each inbound ``tools/call`` is a tool call through the pipeline in
 the server process, parented on the trace context the client sent in ``params._meta``.
+A ``tools/call`` carries no id of a model's: the server's tool call is identified by its
+JSON-RPC request id (``gen_ai.tool.call.id`` and ``jsonrpc.request.id`` alike).
 
 2.x: otelmw's ``ServerMiddleware`` (``ToolCallMiddleware``) runs innermost in the
 SDK's own middleware chain (composed with ``Server.middleware`` where the SDK composes
@@ -97,6 +99,7 @@ class ToolCallMiddleware:
         out_token = chain_outcome.set(outcome)
         try:
             opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
+                                        tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
                                         runtime_id=RUNTIME_ID), arguments,
                                on_host_span=on_sdk_span)
             enrich_tool_call(opened, attrs)
@@ -189,6 +192,7 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
     out_token = chain_outcome.set(outcome)
     try:
         opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
+                                    tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
                                     runtime_id=RUNTIME_ID), arguments)
         enrich_tool_call(opened, attrs)
         out = await get_pipeline().arun_tool(name, arguments, execute, runtime_id=RUNTIME_ID,

@@ -2,8 +2,8 @@
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
-``openai_agents_runner``: named after the host, not after its package, so that it can
-never shadow the package it imports) exposes one function,
+``openai_agents_runner``, ``mcp_tool_loop``: named after the host, not after its
+package, so that it can never shadow the package it imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
 host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
@@ -25,6 +25,9 @@ from typing import Any, NamedTuple
 class Driver(NamedTuple):
     hosts: tuple[str, ...]  # the pytest.mark.host names
     api: str | None  # the scripted server's route: "chat", "messages"; None: no model call
+    # whose id a tool call's span carries: "model" (the id the model gave it) or "mcp"
+    # (the MCP rule: none on the client's span; the JSON-RPC request id on the server's)
+    tool_call_ids: str = "model"
 
 
 DRIVERS = {
@@ -37,6 +40,7 @@ DRIVERS = {
     "langgraph_graph": Driver(("langchain",), "chat"),
     "openai_agents_runner": Driver(("openai-agents",), "chat"),
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
+    "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
