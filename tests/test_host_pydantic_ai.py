@@ -62,10 +62,12 @@ def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
-          tmp_path: Path) -> dict[str, Any]:
-    """Run one driver scenario; returns its RESULT (telemetry is flushed on exit)."""
+          tmp_path: Path, **env: str) -> dict[str, Any]:
+    """Run one driver scenario (``env``: settings on top of ``child_env``'s); returns
+    its RESULT (telemetry is flushed on exit)."""
     proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
+                          env={**child_env(tmp_path, server.base_url, rx), **env},
+                          cwd=tmp_path,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
@@ -235,6 +237,73 @@ def test_the_users_own_capability_sees_and_does_the_same_with_and_without_otelmw
     assert bare_posts[0]["temperature"] == 0.25
 
 
+# ------------------------------------------------- pydantic-ai's own hook points
+HOOK_SCHEMA = "pydantic-ai.capabilities.v1"
+
+
+@pytest.mark.parametrize("tool", ["get_weather", "broken"])
+def test_the_users_hook_firings_are_records_and_answer_as_without_otelmw(
+        tool: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """The hooks the user registers on pydantic-ai (a ``Hooks`` capability) and a
+    capability class of the user's run by pydantic-ai's rules, as without otelmw; each
+    firing they answer is an ``otelmw.hook.<hook point>`` record where pydantic-ai fired
+    it; otelmw registers nothing pydantic-ai can see."""
+    spec = {"mode": "run", "user_hooks": True, "user_capability": True, "tool": tool}
+    bare = drive({**spec, "otelmw": False}, server, rx, tmp_path)
+    bare_posts = bodies(server)
+    server.clear()
+    out = drive(spec, server, rx, tmp_path)
+    assert out["errors"] == bare["errors"] == []
+    assert out["results"] == bare["results"] and out["seen"] == bare["seen"]
+    assert out["tool_calls"] == bare["tool_calls"] and bodies(server) == bare_posts
+    if tool == "get_weather":  # the hook's units over the capability's (pydantic-ai's order)
+        assert out["tool_calls"] == [{"tool": "get_weather", "city": "Paris",
+                                      "units": "kelvin"}]
+    else:  # the hook answered for the tool: it never ran
+        assert out["tool_calls"] == []
+    rx.wait_for(lambda: len(rx.spans()) >= 4 and len(rx.logs()) >= 5)
+    spans = rx.spans()
+    (root,) = rx.spans(AGENT_SPAN)
+    (tool_span,) = rx.spans(f"execute_tool {tool}")
+    records = [x for x in rx.logs() if x.event_name.startswith("otelmw.hook.")]
+    assert all(x.attributes["otelmw.schema.telemetry"] == HOOK_SCHEMA for x in records)
+    assert all(x.trace_id == root.trace_id for x in records)
+    by_hook: dict[str, list[Any]] = {}
+    for x in sorted(records, key=lambda x: x.time_ns):
+        by_hook.setdefault(x.event_name.removeprefix("otelmw.hook."), []).append(x)
+    # answered by the user: the Recorder class (before_model_request, before/after
+    # tool execute) and the Hooks functions; nothing else (before_tool_validate is
+    # filtered to a tool not called; no user callback answers the node or run hooks);
+    # a skipped tool's lifecycle ends at its before hook (pydantic-ai fires no after)
+    assert sorted(by_hook) == sorted(["after_model_request", "before_model_request",
+                                      "before_tool_execute"] + (
+        ["after_tool_execute"] if tool == "get_weather" else [])), sorted(by_hook)
+    assert len(by_hook["before_model_request"]) == len(by_hook["after_model_request"]) == 2
+    for x in by_hook["before_model_request"] + by_hook["after_model_request"]:
+        assert x.attributes["gen_ai.request.model"] == "scripted-model"
+        assert x.span_id in {s.span_id for s in spans}
+    (before,) = by_hook["before_tool_execute"]
+    a = before.attributes
+    assert a["gen_ai.tool.name"] == tool and a["otelmw.hook.failures"] == 0
+    assert a["gen_ai.tool.call.id"] == tool_span.attributes["gen_ai.tool.call.id"]
+    assert before.span_id == tool_span.span_id  # fired inside the tool call's lifecycle
+    assert a["otelmw.tool.args.digest"].startswith("sha256")
+    if tool == "get_weather":
+        assert a["otelmw.result.status"] == "ok"
+        assert by_hook["after_tool_execute"][0].span_id == tool_span.span_id
+    else:  # the hook's SkipToolExecution: pydantic-ai's block
+        assert (a["otelmw.result.status"], a["error.type"]) == ("blocked", "SkipToolExecution")
+
+
+def test_hook_firings_are_not_recorded_with_hook_events_none(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"mode": "run", "user_hooks": True}, server, rx, tmp_path,
+                OTELMW_HOOK_EVENTS="none")
+    assert out["errors"] == [] and len(out["seen"]) == 3
+    rx.wait_for(lambda: len(rx.spans()) >= 4)
+    assert [x.event_name for x in rx.logs() if x.event_name.startswith("otelmw.hook.")] == []
+
+
 # -------------------------------------------------------- blocks, control flow
 def test_a_pre_tool_call_block_is_skip_tool_execution(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
@@ -300,22 +369,25 @@ def test_with_pydantic_ais_own_instrumentation_each_operation_has_one_span(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     """The rule: pydantic-ai's spans are the run's; otelmw runs its contract (the
     plugin still rewrites) and opens no span of its own, nor does its openai layer."""
-    native = drive({"mode": "run_stream", "native": True, "otelmw": False}, server, rx,
-                   tmp_path)
+    native = drive({"mode": "run_stream", "native": True, "otelmw": False,
+                    "user_hooks": True}, server, rx, tmp_path)
     rx.wait_for(lambda: len(rx.spans()) >= 4)
     native_names = sorted(s.name for s in rx.spans())
     rx.clear()
     server.clear()
-    out = drive({"mode": "run_stream", "native": True,
+    out = drive({"mode": "run_stream", "native": True, "user_hooks": True,
                  "plugin": {"llm_request": 1, "tool_request": 1}}, server, rx, tmp_path)
     assert out["errors"] == [] and native["errors"] == []
-    assert out["tool_calls"] == [{"tool": "get_weather", "city": "Oslo", "units": "imperial"}]
+    # otelmw's rewrite, then the user's before_tool_execute hook (units)
+    assert out["tool_calls"] == [{"tool": "get_weather", "city": "Oslo", "units": "kelvin"}]
     assert all(p.body["max_completion_tokens"] == 77 for p in chat_posts(server))
     rx.wait_for(lambda: len(rx.spans()) >= 4)
     spans = rx.spans()
     assert sorted(s.name for s in spans) == native_names == sorted(
         [AGENT_SPAN, CHAT_SPAN, CHAT_SPAN, "execute_tool get_weather"])
     assert not [s.name for s in spans if any(k.startswith("otelmw.") for k in s.attributes)]
+    # the user's hook firings are not otelmw's records here either
+    assert not [x for x in rx.logs() if x.event_name.startswith("otelmw.hook.")]
     assert all("logfire.msg" in s.attributes or "logfire.json_schema" in s.attributes
                or "model_request_parameters" in s.attributes for s in spans)
 

@@ -94,6 +94,40 @@ def user_capability() -> Any:
     return Recorder()
 
 
+def user_hooks() -> Any:
+    """The user's hook functions on pydantic-ai's ``Hooks`` capability: one changes the
+    tool's arguments, one answers ``broken`` without running it (``SkipToolExecution``),
+    one only notes the model's answers; a tool hook filtered to a tool the model does
+    not call never fires."""
+    from pydantic_ai.capabilities import Hooks
+    from pydantic_ai.exceptions import SkipToolExecution
+
+    hooks = Hooks()
+
+    @hooks.on.before_tool_execute(tools=["get_weather"])
+    async def add_units(ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
+        SEEN.append({"hook": "before_tool_execute", "tool": call.tool_name,
+                     "args": dict(args)})
+        return {**args, "units": "kelvin"}
+
+    @hooks.on.before_tool_execute(tools=["broken"])
+    async def skip_broken(ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
+        SEEN.append({"hook": "before_tool_execute", "tool": call.tool_name})
+        raise SkipToolExecution("broken is answered by the hook")
+
+    @hooks.on.after_model_request
+    def note_answer(ctx: Any, *, request_context: Any, response: Any) -> Any:
+        SEEN.append({"hook": "after_model_request", "parts": len(response.parts)})
+        return response
+
+    @hooks.on.before_tool_validate(tools=["flaky"])
+    async def never(ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
+        SEEN.append({"hook": "before_tool_validate", "tool": call.tool_name})
+        return args
+
+    return hooks
+
+
 def make_agent() -> Any:
     from pydantic_ai import Agent, ModelRetry
     from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -103,6 +137,8 @@ def make_agent() -> Any:
     kind = OpenAIResponsesModel if SPEC.get("api") == "responses" else OpenAIChatModel
     model = kind("scripted-model", provider=provider)
     caps = [user_capability()] if SPEC.get("user_capability") else []
+    if SPEC.get("user_hooks"):
+        caps.append(user_hooks())
     agent = Agent(model, name=SPEC.get("name", "Weather"), instructions="Answer briefly.",
                   capabilities=caps)
     if SPEC.get("native"):

@@ -1,6 +1,8 @@
-"""``otelmw_pydantic_ai``: one wrapped function, ``Agent.iter`` (``run``, ``run_sync``,
-``run_stream`` and ``run_stream_events`` all enter it), which adds otelmw's capability
-to the run's ``capabilities``; and the ``pydantic-ai`` normalizer."""
+"""``otelmw_pydantic_ai``: ``Agent.iter`` (``run``, ``run_sync``, ``run_stream`` and
+``run_stream_events`` all enter it), which adds otelmw's capability to the run's
+``capabilities``; the dispatch of each capability hook point
+(``CombinedCapability.<hook point>``, observed: ``hooks.py``); and the ``pydantic-ai``
+normalizer."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
+from .hooks import HOOK_POINTS, observed
 from .results import NORMALIZER, RUNTIME_ID, failed
 
 
@@ -34,7 +37,9 @@ class PydanticAIInstrumentor(OtelmwInstrumentor):
     entry_point = "otelmw_pydantic_ai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
-        return [("pydantic_ai.agent", "Agent.iter", add_to_run)]
+        return [("pydantic_ai.agent", "Agent.iter", add_to_run),
+                *(("pydantic_ai.capabilities.combined", f"CombinedCapability.{hook}",
+                   observed(hook)) for hook in HOOK_POINTS)]
 
     def _after_instrument(self, **kwargs: Any) -> None:
         normalizers = get_pipeline().normalizers
