@@ -2,7 +2,8 @@
 
 Each scenario runs in a fresh process (``tests/mcp_scripts/driver.py``): a real
 ``mcp`` client calls a real MCP server (``tests/mcp_scripts/weather_server.py``) in
-process (``mcp.Client(server)``, 2.x) or as a stdio subprocess that configures its own
+process (``mcp.Client(server)``, 2.x), as a stdio subprocess, or as a streamable-HTTP
+server process on 127.0.0.1 (``--http``), a server process configuring its own
 telemetry; both processes export through the stock OTLP exporter to one real
 ``OtlpReceiver``. The same tests run on ``mcp`` 2.x (``current``) and 1.x (``mcp1``)
 where the API exists there. Marked ``host("mcp")``.
@@ -235,6 +236,85 @@ def test_the_host_answers_as_without_otelmw(rx: OtlpReceiver, tmp_path: Path) ->
     bare = drive({**spec, "bare": True}, rx, tmp_path)
     observed = drive(spec, rx, tmp_path)
     assert observed["results"] == bare["results"]
+
+
+# ------------------------------------------------------------ streamable HTTP
+# A client process and a server process (the SDK's streamable HTTP transport, the
+# server on 127.0.0.1, stopping by itself) in one trace, the contract on both sides.
+
+class HttpServer:
+    """``weather_server.py --http`` in a process of its own; stops when its stdin
+    closes (``stop``) or by its own deadline."""
+
+    def __init__(self, rx: OtlpReceiver, tmp_path: Path, plugins: list[str]) -> None:
+        env = child_env(tmp_path, rx, {"MCP_TEST_SERVER_PLUGINS": json.dumps(plugins)})
+        self.proc = subprocess.Popen([sys.executable, str(SCRIPTS / "weather_server.py"),
+                                      "--http"], env=env, cwd=tmp_path, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.startswith("LISTENING "), line + self.stop()
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+
+    def stop(self) -> str:
+        """Let the server end (its telemetry flushed); its stderr."""
+        _, err = self.proc.communicate(timeout=60)  # closes stdin: the server's signal
+        return err
+
+
+def test_a_client_and_an_http_server_process_are_one_trace_with_the_contract_on_both(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    server = HttpServer(rx, tmp_path, ["rewrite", "block"])
+    try:
+        out = drive({"transport": "http", "url": server.url, "client_plugins": ["rewrite"],
+                     "calls": [["get_weather", "Oslo"], ["forbidden", "z"],
+                               ["broken", "x"]]}, rx, tmp_path)
+    finally:
+        err = server.stop()
+    assert server.proc.returncode == 0, err
+    weather, blocked, broken = out["results"]
+    # the client's rewrite reached the server's tool; the server's block answered
+    assert weather == {"text": f"sunny in Oslo+client {CANARY}", "is_error": False,
+                       "type": "CallToolResult"}
+    assert blocked["is_error"] and blocked["text"] == "forbidden by the server policy"
+    assert broken["is_error"]
+    rx.wait_for(lambda: len(by_service(tool_spans(rx), "mcp-server")) >= 3, timeout=20)
+    client = by_service(tool_spans(rx), "mcp-client")
+    server_calls = by_service(tool_spans(rx), "mcp-server")
+    assert len(client) == 3 and len(server_calls) == 3, [s.name for s in rx.spans()]
+    spans = {s.span_id: s for s in rx.spans()}
+    sessions = set()
+    for name in ("get_weather", "forbidden", "broken"):
+        (c,) = [s for s in client if s.attributes["gen_ai.tool.name"] == name]
+        (s,) = [s for s in server_calls if s.attributes["gen_ai.tool.name"] == name]
+        assert s.trace_id == c.trace_id  # the context travelled in params._meta
+        parent, chain = spans.get(s.parent_span_id or ""), []
+        while parent is not None:
+            chain.append(parent.span_id)
+            parent = spans.get(parent.parent_span_id or "")
+        assert c.span_id in chain  # the server's tool call under the client's
+        ca, sa = c.attributes, s.attributes
+        assert ca["mcp.method.name"] == sa["mcp.method.name"] == "tools/call"
+        assert ca["otelmw.runtime.id"] == sa["otelmw.runtime.id"] == "mcp"
+        assert sa["network.transport"] == "tcp"
+        assert sa["gen_ai.tool.call.id"] == sa["jsonrpc.request.id"]
+        sessions.add(sa.get("mcp.session.id"))
+        if MCP2:
+            assert ca["network.transport"] == "tcp"
+            assert ca["mcp.protocol.version"] == sa["mcp.protocol.version"]
+    # one streamable-HTTP session (1.x); the protocol 2.x negotiates (2026-07-28) has none
+    assert sessions == {None} if MCP2 else (len(sessions) == 1 and None not in sessions)
+    # the contract on each side: the client's rewrite span, the server's block, the results
+    assert rx.spans("tool_request mcp-test-client.rewrite_city")
+    (s_block,) = [s for s in server_calls if s.attributes["gen_ai.tool.name"] == "forbidden"]
+    assert s_block.attributes["otelmw.result.status"] == "blocked"
+    (c_block,) = [s for s in client if s.attributes["gen_ai.tool.name"] == "forbidden"]
+    assert c_block.attributes["error.type"] == "tool_error"  # an isError result came back
+    (s_broken,) = [s for s in server_calls if s.attributes["gen_ai.tool.name"] == "broken"]
+    assert s_broken.status_code == ERROR
+    (c_ok,) = [s for s in client if s.attributes["gen_ai.tool.name"] == "get_weather"]
+    assert c_ok.attributes["otelmw.result.status"] == "ok"
 
 
 # ------------------------------------------------------------------ zero code

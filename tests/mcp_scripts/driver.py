@@ -3,7 +3,8 @@
 ``argv[1]`` is a JSON spec: ``transport`` (``memory``: in process, ``mcp.Client(server)``
 on 2.x, a ``ClientSession`` over memory streams on 1.x; ``stdio``: the server as a
 subprocess, through ``mcp.Client`` on 2.x or ``stdio_client`` + ``ClientSession`` on 1.x;
-``session``: 2.x ``Client.session``'s ``ClientSession`` over stdio), ``calls``
+``session``: 2.x ``Client.session``'s ``ClientSession`` over stdio; ``http``: streamable
+HTTP to the server at ``url``), ``calls``
 (``[tool, city]`` pairs), ``client_plugins``, ``server_plugins``, ``bare`` (no otelmw
 instrumentation), ``nested`` (the calls are made inside a tool call the pipeline runs,
 as a framework's MCP tool would). The last stdout
@@ -68,6 +69,8 @@ async def scenario() -> list[dict[str, Any]]:
                 return await run_calls(session.call_tool)
         async with Client(server) as client:
             return await run_calls(client.call_tool)
+    if transport == "http":  # streamable HTTP to the server at SPEC["url"]
+        return await http_scenario(SPEC["url"])
     try:
         from mcp import Client
     except ImportError:  # 1.x
@@ -81,6 +84,21 @@ async def scenario() -> list[dict[str, Any]]:
     async with Client(server_params()) as client:
         if transport == "session":  # the session API under the high-level client
             return await run_calls(client.session.call_tool)
+        return await run_calls(client.call_tool)
+
+
+async def http_scenario(url: str) -> list[dict[str, Any]]:
+    try:
+        from mcp import Client
+    except ImportError:  # 1.x
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamablehttp_client
+
+        async with streamablehttp_client(url) as (read, write, _), ClientSession(
+                read, write) as session:
+            await session.initialize()
+            return await run_calls(session.call_tool)
+    async with Client(url) as client:
         return await run_calls(client.call_tool)
 
 

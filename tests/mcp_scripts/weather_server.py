@@ -2,6 +2,7 @@
 ``FastMCP``). Imported in process by the driver, or run as a stdio subprocess: then it
 configures otelmw's telemetry itself (its spans go to the same OTLP receiver as the
 client's), instruments MCP and registers the plugins ``MCP_TEST_SERVER_PLUGINS`` names.
+With ``--http``: the same over streamable HTTP on 127.0.0.1 (``serve_http``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,40 @@ def forbidden(city: str) -> str:
     return f"ran for {city}"
 
 
+def serve_http() -> None:
+    """Streamable HTTP on 127.0.0.1, an ephemeral port printed as ``LISTENING <port>``;
+    the server stops by itself when its stdin closes (the test's signal that the client
+    is done) or after two minutes."""
+    import asyncio
+    import threading
+
+    import uvicorn
+
+    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=0,
+                            log_level="warning")
+    http = uvicorn.Server(config)
+
+    def stop_on_eof() -> None:
+        sys.stdin.read()
+        http.should_exit = True
+
+    threading.Thread(target=stop_on_eof, daemon=True).start()
+    deadline = threading.Timer(120, lambda: setattr(http, "should_exit", True))
+    deadline.daemon = True
+    deadline.start()
+
+    async def serve() -> None:
+        task = asyncio.create_task(http.serve())
+        while not http.started and not task.done():
+            await asyncio.sleep(0.02)
+        if http.started:
+            port = http.servers[0].sockets[0].getsockname()[1]
+            print(f"LISTENING {port}", flush=True)
+        await task
+
+    asyncio.run(serve())
+
+
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from plugins import register
@@ -70,7 +105,10 @@ def main() -> None:
         MCPInstrumentor().instrument()
     register("server", json.loads(os.environ.get("MCP_TEST_SERVER_PLUGINS", "[]")))
     try:
-        server.run()
+        if "--http" in sys.argv:
+            serve_http()
+        else:
+            server.run()
     finally:
         tel.shutdown(15)
 
