@@ -46,6 +46,7 @@ from .host import (
     observing,
     open_call,
     open_step,
+    record_protocol_operation,
     tool_call_current,
     unopened_call,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "observing",
     "open_call",
     "open_step",
+    "record_protocol_operation",
     "tool_call_current",
     "unopened_call",
 ]

@@ -64,6 +64,7 @@ __all__ = [
     "observing",
     "open_call",
     "open_step",
+    "record_protocol_operation",
     "tool_call_current",
     "unopened_call",
 ]
@@ -339,6 +340,18 @@ def enrich_tool_call(call: HostCall, attributes: Mapping[str, ToolAttribute]) ->
     enrich = getattr(obs, "tool_enriched", None)  # an observer older than the method
     if enrich is not None and attributes:
         enrich(call.call, dict(attributes))
+
+
+def record_protocol_operation(protocol: str, side: str, seconds: float,
+                              attributes: Mapping[str, AttributeValue],
+                              pipeline: Pipeline | None = None) -> None:
+    """One request of a tool protocol a host adapter timed on the wire (``protocol``
+    ``mcp``; ``side`` ``client`` or ``server``): a point of the protocol's duration metric
+    (``mcp.client.operation.duration``, ...) with ``attributes``."""
+    obs = (pipeline or get_pipeline()).observer
+    record = getattr(obs, "protocol_operation", None)  # an observer older than the method
+    if record is not None:
+        record(protocol, side, seconds, dict(attributes))
 
 
 @contextmanager

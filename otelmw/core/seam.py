@@ -121,6 +121,12 @@ class PipelineObserver(Protocol):
         attributes for ``call`` (``host.enrich_tool_call``); may be called before or
         after ``tool_result``, never after ``call_finished``."""
 
+    def protocol_operation(self, protocol: str, side: str, seconds: float,
+                           attributes: dict[str, Any]) -> None:
+        """A host adapter timed one request of a tool protocol on the wire
+        (``host.record_protocol_operation``: MCP's ``tools/call`` on a client or a
+        server); the protocol's duration metric gets a point."""
+
     def turn_started(self, turn: RuntimeContext) -> Any:
         """An agent turn began (``Pipeline.turn``); returns a token."""
 

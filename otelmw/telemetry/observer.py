@@ -25,6 +25,7 @@ from . import attributes as a
 from .content import ContentPolicy
 from .hook_events import HookEventEmitter
 from .metrics import Instruments
+from .protocol_metrics import ProtocolMetrics
 from .spans.chat import ChatSpans
 from .spans.embeddings import EmbeddingsSpans
 from .spans.layer import LayerSpans
@@ -87,6 +88,7 @@ class TelemetryObserver:
         self.rewrite_finished = self.layers.rewrite_finished
         self.wrapper_finished = self.layers.finished
         self.hook_fired = self.hook_emitter.fired
+        self.protocol_operation = ProtocolMetrics(self.meter, signals.internal_failure).record
         self.turn_started = self.turns.started
         self.turn_left = self.turns.left
         self.turn_finished = self.turns.finished
