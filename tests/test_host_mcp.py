@@ -23,6 +23,9 @@ from typing import Any
 import pytest
 from _support.digest_key import deployment_key
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from _support.telemetry import TelemetryHarness
+
+from otelmw.core import Pipeline, record_protocol_operation
 
 pytestmark = pytest.mark.host("mcp")
 
@@ -315,6 +318,32 @@ def test_a_client_and_an_http_server_process_are_one_trace_with_the_contract_on_
     assert s_broken.status_code == ERROR
     (c_ok,) = [s for s in client if s.attributes["gen_ai.tool.name"] == "get_weather"]
     assert c_ok.attributes["otelmw.result.status"] == "ok"
+
+
+# ------------------------------------------------------------------ metrics
+
+def test_protocol_durations_go_through_the_observer_to_its_own_meter() -> None:
+    """The adapter reports each timed request through the host API; the observer
+    records it on the meter it was made with (not the global one), as every other
+    metric of the contract."""
+    harness = TelemetryHarness()
+    try:
+        attrs = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "get_weather",
+                 "network.transport": "pipe", "error.type": "tool_error"}
+        record_protocol_operation("mcp", "client", 0.03, attrs, pipeline=harness.pipeline)
+        record_protocol_operation("mcp", "server", 0.02, attrs, pipeline=harness.pipeline)
+        record_protocol_operation("a2a", "client", 0.01, attrs, pipeline=harness.pipeline)
+        record_protocol_operation("mcp", "client", 0.01, attrs, pipeline=Pipeline())
+        metrics = harness.metrics()
+        assert sorted(metrics) == ["mcp.client.operation.duration",
+                                   "mcp.server.operation.duration"]
+        (client,) = metrics["mcp.client.operation.duration"]
+        assert client.count == 1 and client.sum == pytest.approx(0.03)
+        assert dict(client.attributes) == attrs
+        assert list(client.explicit_bounds)[:3] == [0.01, 0.02, 0.05]  # MCP's buckets
+        harness.assert_clean()
+    finally:
+        harness.close()
 
 
 # ------------------------------------------------------------------ zero code

@@ -5,15 +5,11 @@ observer's ``protocol_operation``). Never raises."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry import metrics
 from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.semconv._incubating.metrics import mcp_metrics
-
-from ..version import __version__
 
 MCP_CLIENT_OPERATION_DURATION = mcp_metrics.MCP_CLIENT_OPERATION_DURATION
 MCP_SERVER_OPERATION_DURATION = mcp_metrics.MCP_SERVER_OPERATION_DURATION
@@ -51,37 +47,3 @@ class ProtocolMetrics:
                                            if isinstance(v, str | int)})
         except Exception as exc:  # telemetry never raises into the host's call
             self._on_error("protocol_operation", exc)
-
-
-# The adapter's former path (the global meter), until it reports through the host API.
-_lock = threading.Lock()
-_histograms: dict[tuple[int, str], Histogram] = {}
-
-
-def _histogram(provider: Any, name: str) -> Histogram:
-    # one per meter provider (the global one may be set after the host is imported)
-    key = (id(provider), name)
-    found = _histograms.get(key)
-    if found is None:
-        with _lock:
-            found = _histograms.get(key)
-            if found is None:
-                meter = metrics.get_meter("otelmw", __version__, provider)
-                found = meter.create_histogram(
-                    name, unit="s", description=(
-                        "MCP request duration as observed on the "
-                        + ("client" if "client" in name else "server")),
-                    explicit_bucket_boundaries_advisory=list(MCP_DURATION_BUCKETS))
-                _histograms[key] = found
-    return found
-
-
-def record_mcp_operation(side: str, seconds: float, attributes: Mapping[str, Any]) -> None:
-    """One MCP request's duration on ``side`` (``client`` or ``server``)."""
-    try:
-        name = MCP_CLIENT_OPERATION_DURATION if side == "client" else (
-            MCP_SERVER_OPERATION_DURATION)
-        _histogram(metrics.get_meter_provider(), name).record(
-            seconds, {k: v for k, v in attributes.items() if isinstance(v, str | int)})
-    except Exception:  # telemetry never raises into the host's call
-        pass

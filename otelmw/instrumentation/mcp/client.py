@@ -11,9 +11,13 @@ from typing import Any
 
 from opentelemetry import propagate
 
-from ...core import current_tool_call, enrich_tool_call, get_pipeline
+from ...core import (
+    current_tool_call,
+    enrich_tool_call,
+    get_pipeline,
+    record_protocol_operation,
+)
 from ...telemetry import attributes as a
-from ...telemetry.protocol_metrics import record_mcp_operation
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed, transport_of
 
@@ -160,4 +164,4 @@ async def _timed(wrapped: Any, name: str, tool_args: Any, rest_args: tuple[Any, 
         point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
         if error is not None:
             point[a.ERROR_TYPE] = error
-        record_mcp_operation("client", time.perf_counter() - start, point)
+        record_protocol_operation("mcp", "client", time.perf_counter() - start, point)

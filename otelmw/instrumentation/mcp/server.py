@@ -24,9 +24,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
-from ...core import CallInfo, enrich_tool_call, get_pipeline, open_call
+from ...core import (
+    CallInfo,
+    enrich_tool_call,
+    get_pipeline,
+    open_call,
+    record_protocol_operation,
+)
 from ...telemetry import attributes as a
-from ...telemetry.protocol_metrics import record_mcp_operation
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed
 
@@ -125,7 +130,7 @@ class ToolCallMiddleware:
             point.pop(a.JSONRPC_REQUEST_ID, None)  # per request: not a metric dimension
             if error is not None:
                 point[a.ERROR_TYPE] = error
-            record_mcp_operation("server", time.perf_counter() - start, point)
+            record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
 
     def _wire(self, ctx: Any, result: Any) -> Any:
         """otelmw's own answer (a block, a transformed result) in the wire shape the
@@ -213,4 +218,4 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
         point.pop(a.JSONRPC_REQUEST_ID, None)
         if error is not None:
             point[a.ERROR_TYPE] = error
-        record_mcp_operation("server", time.perf_counter() - start, point)
+        record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
