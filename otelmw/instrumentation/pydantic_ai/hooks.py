@@ -80,12 +80,23 @@ def _own_spans(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return isinstance(getattr(run_ctx, "tracer", None), NoOpTracer)
 
 
+_CLASSES: tuple[Any, ...] | None = None  # pydantic-ai's, once it is imported
+
+
+def _classes() -> tuple[Any, ...]:
+    global _CLASSES
+    if _CLASSES is None:
+        from pydantic_ai.capabilities import AbstractCapability, Hooks
+        from pydantic_ai.capabilities.combined import CombinedCapability
+        from pydantic_ai.capabilities.wrapper import WrapperCapability
+
+        _CLASSES = (AbstractCapability, Hooks, CombinedCapability, WrapperCapability)
+    return _CLASSES
+
+
 def _answered(capability: Any, hook: str, call: Any) -> bool:
     """Whether a callback of the user's answers ``hook`` in ``capability``'s tree."""
-    from pydantic_ai.capabilities import AbstractCapability, Hooks
-    from pydantic_ai.capabilities.combined import CombinedCapability
-    from pydantic_ai.capabilities.wrapper import WrapperCapability
-
+    AbstractCapability, Hooks, CombinedCapability, WrapperCapability = _classes()
     todo = [capability]
     while todo:
         cap = todo.pop()
