@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from _support.calls import MODES, OPS, named, run_call
 from _support.cli import otelmw as run_otelmw
+from _support.distributions import PLUGINS, install_distribution
 
 import otelmw
 import otelmw.core.plugins as plugins_mod
@@ -364,17 +365,10 @@ def test_cli_plugins_list_in_a_real_subprocess(tmp_path: Path) -> None:
 
 
 def _installed_plugin_site(root: Path) -> Path:
-    """A directory holding a really installed plugin distribution (dist-info with an
-    ``otelmw.plugins`` entry point), for PYTHONPATH."""
-    site = root / "site"
-    info = site / "otelmw_sample_guard-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otelmw-sample-guard\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
-                                           "sample_guard = sample_guard_mod:register\n")
-    (site / "sample_guard_mod.py").write_text("def register(ctx):\n    pass\n")
-    return site
+    """A directory holding a really installed plugin distribution, for PYTHONPATH."""
+    return install_distribution(root / "site", "otelmw-sample-guard",
+                                {PLUGINS: {"sample_guard": "sample_guard_mod:register"}},
+                                {"sample_guard_mod.py": "def register(ctx):\n    pass\n"})
 
 
 def test_cli_enable_of_a_plugin_that_is_not_installed_is_an_error(tmp_path: Path) -> None:

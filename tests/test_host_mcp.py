@@ -15,13 +15,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
+from _support.distributions import PLUGINS, install_distribution
+from _support.host_scenarios import run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.telemetry import TelemetryHarness
 
@@ -30,7 +30,6 @@ from otelmw.core import Pipeline, record_protocol_operation
 pytestmark = pytest.mark.host("mcp")
 
 SCRIPTS = Path(__file__).resolve().parent / "mcp_scripts"
-TIMEOUT = 120
 INTERNAL, SERVER, CLIENT, ERROR = 1, 2, 3, 2
 CANARY = "CANARY-RESULT-4e1b"
 
@@ -59,28 +58,13 @@ def client_and_server(spans: list[ReceivedSpan], tool: str
     return [s for s in mine if s not in server], server
 
 
-@pytest.fixture()
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
-
 def child_env(tmp_path: Path, rx: OtlpReceiver, extra: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_"))}
-    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(), OTEL_METRIC_EXPORT_INTERVAL="500",
-               PYTHONUNBUFFERED="1", **(extra or {}))
-    return env
+    return scenario_env(tmp_path, rx, OTEL_METRIC_EXPORT_INTERVAL="500", **(extra or {}))
 
 
 def drive(spec: dict[str, Any], rx: OtlpReceiver, tmp_path: Path,
           env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env=child_env(tmp_path, rx, env), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line.removeprefix("RESULT "))
+    return run_scenario(SCRIPTS / "driver.py", spec, child_env(tmp_path, rx, env), tmp_path)
 
 
 def tool_spans(rx: OtlpReceiver, name: str | None = None) -> list[ReceivedSpan]:
@@ -351,22 +335,20 @@ def test_protocol_durations_go_through_the_observer_to_its_own_meter() -> None:
 def _plugin_site(tmp_path: Path) -> Path:
     """An installed otelmw plugin (an ``otelmw.plugins`` entry point) whose
     ``tool_request`` rewrite marks the city once, on whichever side sees it first."""
-    site = tmp_path / "site"
-    info = site / "mcp_city_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcp-city-plugin\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
-                                           "mcp_city = mcp_city_plugin:register\n")
-    (site / "mcp_city_plugin.py").write_text(
-        "def register(ctx):\n"
-        "    def mark(**kw):\n"
-        "        city = kw['args'].get('city', '')\n"
-        "        if '+plugin' in city:\n"
-        "            return None\n"
-        "        return {'args': {**kw['args'], 'city': city + '+plugin'}}\n"
-        "    ctx.register_middleware('tool_request', mark)\n")
-    return site
+    return install_distribution(tmp_path / "site", "mcp-city-plugin",
+                                {PLUGINS: {"mcp_city": "mcp_city_plugin:register"}},
+                                {"mcp_city_plugin.py": MCP_CITY_PLUGIN})
+
+
+MCP_CITY_PLUGIN = """\
+def register(ctx):
+    def mark(**kw):
+        city = kw['args'].get('city', '')
+        if '+plugin' in city:
+            return None
+        return {'args': {**kw['args'], 'city': city + '+plugin'}}
+    ctx.register_middleware('tool_request', mark)
+"""
 
 
 def test_otelmw_run_instruments_an_unmodified_client_and_its_server(

@@ -12,8 +12,6 @@ Assertions are made on what the receiver, the server and the tools got.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
-from _support.host_scenarios import TIMEOUT, run_scenario, scenario_env
+from _support.host_scenarios import TIMEOUT, installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -325,24 +323,11 @@ def test_the_openai_layer_alone_is_what_it_was(server: ScriptedLLMServer, rx: Ot
 
 
 # ------------------------------------------------------------------- zero code
-def installed_plugin(tmp_path: Path) -> Path:
-    """A really installed plugin distribution (``otelmw.plugins`` entry point) whose
-    ``register`` is the driver's plugin."""
-    site = tmp_path / "site"
-    info = site / "acme_agents_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-agents-plugin\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\nacme = acme_agents_plugin:plugin\n")
-    shutil.copy(SCRIPTS / "acme_agents_plugin.py", site / "acme_agents_plugin.py")
-    return site
-
-
 def test_otelmw_run_instruments_an_unmodified_program_with_a_plugin_enabled(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     env = child_env(tmp_path, server.base_url, rx)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (
-        str(installed_plugin(tmp_path)), env.get("PYTHONPATH")) if x)
+    installed_plugin(tmp_path, SCRIPTS / "acme_agents_plugin.py",
+                     "acme = acme_agents_plugin:plugin", env)
     # the SDK's trace export to the OpenAI platform off, as docs/telemetry.md says
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
     enable = subprocess.run([*otelmw_cmd(), "plugins", "enable", "acme"], env=env,

@@ -12,9 +12,7 @@ otelmw". Marked ``host("pydantic-ai", "openai")``.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
+from _support.cli import otelmw_cmd
+from _support.host_scenarios import TIMEOUT, installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import RecordedRequest, ScriptedLLMServer
 
 pytestmark = pytest.mark.host("pydantic-ai", "openai")
 
 SCRIPTS = Path(__file__).resolve().parent / "pydantic_ai_scripts"
-TIMEOUT = 120
 INTERNAL, CLIENT = 1, 3
 UNSET, OK, ERROR = 0, 1, 2
 MODES = ["run_sync", "run", "run_stream", "iter", "run_stream_events"]
@@ -45,33 +43,16 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-@pytest.fixture()
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
-
 def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OTELMW_",
-                                                                       "OPENAI_"))}
-    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0",
-               OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(),
-               OTEL_SERVICE_NAME="pydantic-ai-host-test", PYTHONUNBUFFERED="1")
-    return env
+    return scenario_env(tmp_path, rx, service="pydantic-ai-host-test", openai_base_url=base_url)
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
           tmp_path: Path, **env: str) -> dict[str, Any]:
     """Run one driver scenario (``env``: settings on top of ``child_env``'s); returns
     its RESULT (telemetry is flushed on exit)."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env={**child_env(tmp_path, server.base_url, rx), **env},
-                          cwd=tmp_path,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line.removeprefix("RESULT "))  # type: ignore[no-any-return]
+    return run_scenario(SCRIPTS / "driver.py", spec,
+                        {**child_env(tmp_path, server.base_url, rx), **env}, tmp_path)
 
 
 def traces(spans: list[ReceivedSpan]) -> list[list[ReceivedSpan]]:
@@ -413,17 +394,9 @@ def test_uninstrument_restores_agent_iter(server: ScriptedLLMServer, rx: OtlpRec
 
 def test_otelmw_run_instruments_an_unmodified_program_with_a_plugin(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    info = site / "otelmw_pai_probe-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otelmw-pai-probe\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\npai_probe = pai_probe:register\n")
-    shutil.copy(SCRIPTS / "pai_probe.py", site / "pai_probe.py")
     env = child_env(tmp_path, server.base_url, rx)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), env.get("PYTHONPATH")) if x)
-    beside = Path(sys.executable).with_name("otelmw")
-    cmd = [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
+    installed_plugin(tmp_path, SCRIPTS / "pai_probe.py", "pai_probe = pai_probe:register", env)
+    cmd = otelmw_cmd()
     enable = subprocess.run([*cmd, "plugins", "enable", "pai_probe"], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert enable.returncode == 0, enable.stderr

@@ -60,7 +60,6 @@ provides: Hermes runs in the ``hermes`` environment, the others in ``current``.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ from typing import Any
 import pytest
 from _support.cli import otelmw_cmd
 from _support.components import clean_env
+from _support.distributions import PLUGINS, install_distribution, on_pythonpath
 from _support.one_plugin_hosts import DRIVERS, MODEL_TOOL_CALLS, PROMPT
 from _support.one_plugin_hosts import weather_policy as policy
 from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
@@ -132,16 +132,11 @@ def install_plugin(root: Path, env: dict[str, str]) -> Path:
     """Install the plugin as a user's distribution would be (a dist-info with its entry
     point beside the module, in a directory on ``PYTHONPATH``) and enable it with
     ``otelmw plugins enable``; the site directory."""
-    site = root / "site"
-    info = site / "weather_policy-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: weather-policy\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[otelmw.plugins]\n{PLUGIN} = "
-                                           "weather_policy:register\n")
-    shutil.copy(HOSTS_DIR / "weather_policy.py", site / "weather_policy.py")
-    env["PYTHONPATH"] = ":".join(x for x in (str(site), str(TESTS), env.get("PYTHONPATH"))
-                                 if x)
+    module = HOSTS_DIR / "weather_policy.py"
+    site = install_distribution(root / "site", "weather-policy",
+                                {PLUGINS: {PLUGIN: "weather_policy:register"}},
+                                {module.name: module.read_text()})
+    on_pythonpath(on_pythonpath(env, TESTS), site)
     enabled = subprocess.run([*otelmw_cmd(), "plugins", "enable", PLUGIN], env=env, cwd=root,
                              capture_output=True, text=True, timeout=TIMEOUT)
     assert enabled.returncode == 0, enabled.stderr

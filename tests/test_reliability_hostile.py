@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from _support.calls import MODES, OPS, PAYLOAD_KEY
+from _support.distributions import PLUGINS, install_distribution
 from _support.otlp_receiver import OtlpReceiver
 from _support.telemetry import ObservedPipeline
 from hypothesis import HealthCheck, given, settings
@@ -750,15 +751,9 @@ ENTRY_POINTS = {
 def plugin_dist(tmp_path: Path) -> Iterator[Path]:
     """A real installed distribution (dist-info on sys.path) with otelmw.plugins entry
     points, discovered by ``importlib.metadata`` like any pip-installed plugin."""
-    site = tmp_path / "site"
-    dist = site / "otelmw_reliability_plugins-1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: otelmw-reliability-plugins\n"
-                                   "Version: 1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[otelmw.plugins]\n" + "".join(f"{k} = {v}\n" for k, v in ENTRY_POINTS.items()))
-    for name, code in PLUGIN_MODULES.items():
-        (site / f"{name}.py").write_text(code)
+    site = install_distribution(tmp_path / "site", "otelmw-reliability-plugins",
+                                {PLUGINS: ENTRY_POINTS},
+                                {f"{name}.py": code for name, code in PLUGIN_MODULES.items()})
     sys.path.insert(0, str(site))
     try:
         yield tmp_path / "home"

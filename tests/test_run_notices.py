@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from _support.cli import otelmw_cmd, pythonpath, read_terminal
 from _support.components import clean_env
+from _support.distributions import install_distribution
 from _support.otlp_receiver import OtlpReceiver, free_port
 
 from otelmw.instrumentation._base import OtelmwInstrumentor, host_unsupported
@@ -225,14 +226,10 @@ FAKE_HOST = textwrap.dedent("""\
 def install_fake_distribution(site: Path) -> None:
     """An installed distribution (dist-info on ``sys.path``) with one instrumentor
     entry point whose range the installed openai is outside of."""
-    site.mkdir()
-    (site / "future_openai_instr.py").write_text(FAKE_HOST)
-    info = site / "future_openai_instr-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: future-openai-instr\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[opentelemetry_instrumentor]\notelmw_future = future_openai_instr:FutureOpenAI\n")
+    install_distribution(site, "future-openai-instr",
+                         {"opentelemetry_instrumentor": {
+                             "otelmw_future": "future_openai_instr:FutureOpenAI"}},
+                         {"future_openai_instr.py": FAKE_HOST})
 
 
 def test_out_of_range_host_is_one_warning_and_a_named_skip(app: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .digest_key import deployment_key
+from .distributions import PLUGINS, install_distribution, on_pythonpath
 from .otlp_receiver import OtlpReceiver
 
 TIMEOUT = 120
@@ -57,3 +58,16 @@ def run_scenario(script: Path, spec: Mapping[str, Any], env: Mapping[str, str], 
     assert lines, f"no {RESULT_PREFIX!r} line\n{proc.stdout}\n{proc.stderr}"
     result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
     return result
+
+
+def installed_plugin(tmp_path: Path, module: Path, entry_point: str, env: dict[str, str]
+                     ) -> Path:
+    """A plugin really installed as a user installs one: ``module`` in a site directory
+    with a distribution whose ``otelmw.plugins`` entry point is ``entry_point``
+    (``name = module:attr``), the directory put first on ``env``'s ``PYTHONPATH``.
+    Returns the site directory."""
+    name, target = (x.strip() for x in entry_point.split("=", 1))
+    site = install_distribution(tmp_path / "site", f"otelmw-test-{name}",
+                                {PLUGINS: {name: target}}, {module.name: module.read_text()})
+    on_pythonpath(env, site)
+    return site
