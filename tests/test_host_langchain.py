@@ -254,6 +254,47 @@ def test_a_failing_tool_is_a_normalized_failure(
     assert tool.status_code == ERROR
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_mcp_call_inside_a_langchain_tool_enriches_its_span_and_runs_the_contract_once(
+        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """A LangChain tool whose body is an MCP ``tools/call`` (what an MCP adapter tool
+    does): the MCP client finds the LangChain tool call in flight (``current_tool_call``)
+    and puts its attributes on that ``execute_tool`` span; it opens no client tool span
+    of its own and the user's hooks fire once for the call."""
+    out = drive({"mode": mode, "tool": "mcp", "plugin": ["observe"]}, server, rx, tmp_path)
+    assert out["tool_args"] == [{"tool": "get_weather", "city": CITY}]
+    (sent,) = tool_messages(server)
+    assert sent["content"].startswith(f"sunny in {CITY} CANARY-RESULT")  # the MCP answer
+    assert out["failures"] == {}
+    notes = plugin_notes(tmp_path)
+    # twice, not three times: the LangChain tool call and the in-process server's own
+    # execution (one process, one pipeline); the MCP client call is no call of its own
+    assert [n for n in notes if n["what"] == "post_tool_call"] == [
+        {"what": "post_tool_call", "tool": "get_weather", "success": True, "error": None,
+         "status": "ok"}] * 2
+    rx.wait_for(lambda: any(s.attributes.get("jsonrpc.request.id") is not None
+                            for s in rx.spans()) and len(rx.spans()) >= 5)
+    spans = one_trace(rx.spans())  # the in-process server's span joins the turn's trace
+    tools = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    mcp_server = [s for s in tools if "jsonrpc.request.id" in s.attributes]
+    client = [s for s in tools if s not in mcp_server]
+    assert len(mcp_server) == 1 and len(client) == 1, [s.name for s in spans]
+    (tool,) = client
+    _, children = turn_tree(spans, "weather")
+    assert tool in children and tool.name == "execute_tool get_weather"
+    assert tool.attributes["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
+    assert tool.attributes["otelmw.runtime.id"] == "langchain"
+    assert tool.attributes["mcp.method.name"] == "tools/call"  # enriched by the MCP layer
+    assert tool.attributes["otelmw.result.status"] == "ok"
+    server_ancestors = {mcp_server[0].parent_span_id}
+    by_id = {s.span_id: s for s in spans}
+    while (parent := by_id.get(next(iter(server_ancestors)) or "")) is not None:
+        if parent is tool:
+            break
+        server_ancestors = {parent.parent_span_id}
+    assert parent is tool  # the server's tool span sits under the LangChain tool's span
+
+
 # ------------------------------------------------------------------ plain graphs
 @pytest.mark.parametrize("mode", MODES)
 def test_a_plain_state_graph_gets_the_same_spans_through_the_fallback_seams(
