@@ -254,14 +254,18 @@ def test_a_failing_tool_is_a_normalized_failure(
     assert tool.status_code == ERROR
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("graph", "mode"), [("agent", m) for m in MODES]
+                         + [("plain", "invoke"), ("plain", "astream")])
 def test_an_mcp_call_inside_a_langchain_tool_enriches_its_span_and_runs_the_contract_once(
-        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+        graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
+        tmp_path: Path) -> None:
     """A LangChain tool whose body is an MCP ``tools/call`` (what an MCP adapter tool
     does): the MCP client finds the LangChain tool call in flight (``current_tool_call``)
     and puts its attributes on that ``execute_tool`` span; it opens no client tool span
-    of its own and the user's hooks fire once for the call."""
-    out = drive({"mode": mode, "tool": "mcp", "plugin": ["observe"]}, server, rx, tmp_path)
+    of its own and the user's hooks fire once for the call. Through otelmw's middleware
+    (``create_agent``) and the ``BaseTool`` fallback seam (a plain graph's ``ToolNode``)."""
+    out = drive({"mode": mode, "graph": graph, "tool": "mcp", "plugin": ["observe"]}, server,
+                rx, tmp_path)
     assert out["tool_args"] == [{"tool": "get_weather", "city": CITY}]
     (sent,) = tool_messages(server)
     assert sent["content"].startswith(f"sunny in {CITY} CANARY-RESULT")  # the MCP answer
@@ -280,7 +284,7 @@ def test_an_mcp_call_inside_a_langchain_tool_enriches_its_span_and_runs_the_cont
     client = [s for s in tools if s not in mcp_server]
     assert len(mcp_server) == 1 and len(client) == 1, [s.name for s in spans]
     (tool,) = client
-    _, children = turn_tree(spans, "weather")
+    _, children = turn_tree(spans, "weather" if graph == "agent" else "plain-graph")
     assert tool in children and tool.name == "execute_tool get_weather"
     assert tool.attributes["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
     assert tool.attributes["otelmw.runtime.id"] == "langchain"
