@@ -9,8 +9,9 @@ start beside otelmw's instrumentor of the same library, by its own rules (an ent
 named in ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`` is skipped, and so is one whose
 library is missing or outside its range); ``run_notice.peer_lines`` says so.
 
-What doubles was measured with the releases named in ``PEERS`` (one openai/anthropic
-call under ``opentelemetry-instrument``, ``tests/test_peers.py``); docs/telemetry.md,
+What doubles was measured with the releases named in ``PEERS`` (one openai, anthropic,
+LiteLLM, LangChain agent, OpenAI Agents SDK or MCP call under ``opentelemetry-instrument``,
+``tests/test_peers.py``); docs/telemetry.md,
 "Side by side with other instrumentations", has the combinations.
 """
 
@@ -59,7 +60,39 @@ PEERS: dict[str, Peer] = {
     "openinference-instrumentation-anthropic": Peer(
         "OpenInference", "otelmw_anthropic",
         f"a second span (`messages.create`), {_OPENINFERENCE_CONTENT}"),
+    "openinference-instrumentation-litellm": Peer(
+        "OpenInference", "otelmw_litellm",
+        f"a second span (`completion`), {_OPENINFERENCE_CONTENT}"),
+    "opentelemetry-instrumentation-litellm": Peer(
+        "OpenLLMetry", "otelmw_litellm",
+        f"a second span (`litellm.chat`), {_OPENLLMETRY_CONTENT}, and {_METRICS}"),
+    "opentelemetry-instrumentation-genai-langchain": Peer(
+        "official OpenTelemetry", "otelmw_langchain",
+        f"a second `invoke_agent {{name}}` span and a second `chat {{model}}` span, and "
+        f"{_METRICS}"),
+    "openinference-instrumentation-langchain": Peer(
+        "OpenInference", "otelmw_langchain",
+        "spans of its own for the agent, each graph node and each model call (`ChatOpenAI`), "
+        f"{_OPENINFERENCE_CONTENT}"),
+    "opentelemetry-instrumentation-langchain": Peer(
+        "OpenLLMetry", "otelmw_langchain",
+        "a second `invoke_agent {name}` span, spans of its own for the workflow, each node and "
+        "each model call (`ChatOpenAI.chat`), a `create_agent {name}` span in a trace of its "
+        f"own, {_OPENLLMETRY_CONTENT}, and {_METRICS}"),
+    "opentelemetry-instrumentation-genai-openai-agents": Peer(
+        "official OpenTelemetry", "otelmw_openai_agents",
+        "a second `invoke_agent {name}` span, under an `invoke_workflow` span of its own"),
+    "openinference-instrumentation-openai-agents": Peer(
+        "OpenInference", "otelmw_openai_agents",
+        "spans of its own for the workflow, the agent, each turn and each model call "
+        f"(`generation`), {_OPENINFERENCE_CONTENT}"),
+    "opentelemetry-instrumentation-mcp": Peer(
+        "OpenLLMetry", "otelmw_mcp",
+        "no span of its own on mcp 2.x: its import hook fails there (`streamablehttp_client` "
+        "is gone) and otelmw's client-side `execute_tool` span is lost with it"),
 }
+# OpenInference's pydantic-ai package is no instrumentor (no entry point): it converts
+# pydantic-ai's own spans in a span processor the user adds, and never doubles a call.
 
 
 class ActivePeer(NamedTuple):

@@ -202,3 +202,61 @@ class OlderRecorder(Recorder):
         if name == "tool_enriched":
             raise AttributeError(name)
         return super().__getattr__(name)
+
+
+def test_host_outcome_fails_open_without_running_the_host_call_twice() -> None:
+    """``HostOutcome``: the pipeline around a host's own function raised. The host's
+    error is re-raised as it was; an error of otelmw's is counted, and the host's call
+    runs then only if it had not run (its result or its error stands otherwise)."""
+    import asyncio
+
+    from otelmw.core import HostOutcome, get_pipeline
+
+    counts = get_pipeline().failures.counts
+    before = sum(counts.values())
+    ran: list[object] = []
+
+    def host(x: int) -> int:
+        ran.append(x)
+        return x * 2
+
+    def boom(x: int) -> int:
+        raise KeyError("host's own")
+
+    def run(out: HostOutcome, fn: object, otelmw_fails: str) -> object:
+        """A pipeline that fails ``before``/``after`` the base call, or not at all."""
+        try:
+            if otelmw_fails == "before":
+                raise RuntimeError("otelmw's")
+            result = out.call(fn, 21)  # type: ignore[arg-type]
+            if otelmw_fails == "after":
+                raise RuntimeError("otelmw's")
+            return result
+        except BaseException as exc:
+            if out.recover(exc, "test"):
+                return ("again", host(21))
+            return ("stood", out.result)
+
+    assert run(HostOutcome("t"), host, "") == 42 and ran == [21]
+    assert run(HostOutcome("t"), host, "before") == ("again", 42) and ran == [21, 21]
+    assert run(HostOutcome("t"), host, "after") == ("stood", 42) and ran == [21] * 3
+    with pytest.raises(KeyError, match="host's own"):  # the host's own error, as raised
+        run(HostOutcome("t"), boom, "")
+    out = HostOutcome("t")
+    with pytest.raises(KeyError):  # otelmw failed after the host raised: the host's error
+        try:
+            out.call(boom, 1)
+        except KeyError:
+            out.recover(RuntimeError("otelmw's"), "test")
+    swallowed = HostOutcome("t")
+    swallowed.result, swallowed.swallowed, swallowed.executed = "error dict", True, True
+    swallowed.error = KeyError("answered, not raised")
+    assert swallowed.recover(swallowed.error, "test") is False
+    assert swallowed.result == "error dict"
+    assert sum(counts.values()) == before + 3  # before, after, after the host's error
+
+    async def twice(x: int) -> int:
+        return x * 2
+
+    aout = HostOutcome("t")
+    assert asyncio.run(aout.acall(twice, 4)) == 8 and aout.executed and aout.result == 8

@@ -23,6 +23,9 @@ import pytest
 from _support.digest_key import deployment_key
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
+from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
+
+from otelmw.telemetry.digests import digest
 
 pytestmark = pytest.mark.host("langchain")
 
@@ -59,10 +62,12 @@ def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
-          tmp_path: Path) -> dict[str, Any]:
-    """Run one driver scenario; returns its RESULT (telemetry is flushed on exit)."""
+          tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one driver scenario (``env``: more variables of the child); returns its
+    RESULT (telemetry is flushed on exit)."""
     proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env=child_env(tmp_path, server.base_url, rx), cwd=tmp_path,
+                          env={**child_env(tmp_path, server.base_url, rx), **(env or {})},
+                          cwd=tmp_path,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
@@ -252,6 +257,178 @@ def test_a_failing_tool_is_a_normalized_failure(
     assert tool.attributes["otelmw.result.status"] == "error"
     assert tool.attributes["otelmw.result.metadata.langchain.status"] == "error"
     assert tool.status_code == ERROR
+
+
+@pytest.mark.parametrize(("graph", "mode"), [("agent", m) for m in MODES]
+                         + [("plain", "invoke"), ("plain", "astream")])
+def test_an_mcp_call_inside_a_langchain_tool_enriches_its_span_and_runs_the_contract_once(
+        graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
+        tmp_path: Path) -> None:
+    """A LangChain tool whose body is an MCP ``tools/call`` (what an MCP adapter tool
+    does): the MCP client finds the LangChain tool call in flight (``current_tool_call``)
+    and puts its attributes on that ``execute_tool`` span; it opens no client tool span
+    of its own and the user's hooks fire once for the call. Through otelmw's middleware
+    (``create_agent``) and the ``BaseTool`` fallback seam (a plain graph's ``ToolNode``)."""
+    out = drive({"mode": mode, "graph": graph, "tool": "mcp", "plugin": ["observe"]}, server,
+                rx, tmp_path)
+    assert out["tool_args"] == [{"tool": "get_weather", "city": CITY}]
+    (sent,) = tool_messages(server)
+    assert sent["content"].startswith(f"sunny in {CITY} CANARY-RESULT")  # the MCP answer
+    assert out["failures"] == {}
+    notes = plugin_notes(tmp_path)
+    # twice, not three times: the LangChain tool call and the in-process server's own
+    # execution (one process, one pipeline); the MCP client call is no call of its own
+    assert [n for n in notes if n["what"] == "post_tool_call"] == [
+        {"what": "post_tool_call", "tool": "get_weather", "success": True, "error": None,
+         "status": "ok"}] * 2
+    rx.wait_for(lambda: any(s.attributes.get("jsonrpc.request.id") is not None
+                            for s in rx.spans()) and len(rx.spans()) >= 5)
+    spans = one_trace(rx.spans())  # the in-process server's span joins the turn's trace
+    tools = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    mcp_server = [s for s in tools if "jsonrpc.request.id" in s.attributes]
+    client = [s for s in tools if s not in mcp_server]
+    assert len(mcp_server) == 1 and len(client) == 1, [s.name for s in spans]
+    (tool,) = client
+    _, children = turn_tree(spans, "weather" if graph == "agent" else "plain-graph")
+    assert tool in children and tool.name == "execute_tool get_weather"
+    assert tool.attributes["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
+    assert tool.attributes["otelmw.runtime.id"] == "langchain"
+    assert tool.attributes["mcp.method.name"] == "tools/call"  # enriched by the MCP layer
+    assert tool.attributes["otelmw.result.status"] == "ok"
+    server_ancestors = {mcp_server[0].parent_span_id}
+    by_id = {s.span_id: s for s in spans}
+    while (parent := by_id.get(next(iter(server_ancestors)) or "")) is not None:
+        if parent is tool:
+            break
+        server_ancestors = {parent.parent_span_id}
+    assert parent is tool  # the server's tool span sits under the LangChain tool's span
+
+
+# ------------------------------------------------------- content and hook records
+DETAILS = "gen_ai.client.inference.operation.details"
+
+
+def plain(value: Any) -> Any:
+    """A log attribute's structured value as plain lists and dicts."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def everything_exported(rx: OtlpReceiver) -> list[str]:
+    blobs = [json.dumps([s.name, s.attributes, [e.attributes for e in s.events],
+                         s.status_message], default=str) for s in rx.spans()]
+    return blobs + [json.dumps([x.attributes, x.body], default=str) for x in rx.logs()]
+
+
+@pytest.mark.parametrize(("graph", "mode"), [("agent", "invoke"), ("agent", "astream"),
+                                             ("plain", "ainvoke")])
+def test_under_content_capture_the_turns_content_is_schema_valid(
+        graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
+        tmp_path: Path) -> None:
+    """``SPAN_AND_EVENT``: each ``chat`` span carries the conventions' message attributes
+    (valid against the GenAI JSON schemas, each part as its own type) and one
+    inference-details event carries the same structured; the ``execute_tool`` span
+    carries the arguments the tool got and the result the model was sent."""
+    out = drive({"mode": mode, "graph": graph}, server, rx, tmp_path,
+                env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_AND_EVENT"})
+    assert out["tool_args"] == [{"tool": "get_weather", "city": CITY}]
+    rx.wait_for(lambda: len(rx.spans()) >= 4 and len(rx.logs(DETAILS)) >= 2)
+    root, children = turn_tree(rx.spans(), "weather" if graph == "agent" else "plain-graph")
+    chats = [s for s in children if s.name.startswith("chat ")]
+    assert len(chats) == len(server.requests) == 2
+    for chat, request in zip(chats, server.requests, strict=True):
+        got = {k: validate(k, chat.attributes[k]) for k in MESSAGE_KEYS
+               if k in chat.attributes}
+        # an OpenAI chat-shaped request keeps its system message in the history
+        assert set(got) == {"gen_ai.input.messages", "gen_ai.output.messages",
+                            "gen_ai.tool.definitions"}, sorted(got)
+        sent = request.body["messages"]
+        assert [m["role"] for m in got["gen_ai.input.messages"]] == [m["role"] for m in sent]
+        (tool_def,) = got["gen_ai.tool.definitions"]
+        assert tool_def["type"] == "function" and tool_def["name"] == "get_weather"
+        (event,) = [x for x in rx.logs(DETAILS) if x.span_id == chat.span_id]
+        assert event.trace_id == chat.trace_id
+        for key, value in got.items():
+            assert validate_value(key, plain(event.attributes[key])) == value, key
+    first_in = json.loads(chats[0].attributes["gen_ai.input.messages"])
+    assert any("CANARY-PROMPT" in json.dumps(m) for m in first_in)
+    (first_out,) = json.loads(chats[0].attributes["gen_ai.output.messages"])
+    assert first_out["finish_reason"] == "tool_call"
+    (call_part,) = [p for p in first_out["parts"] if p["type"] == "tool_call"]
+    assert call_part["name"] == "get_weather" and call_part["arguments"] == {"city": CITY}
+    second_in = json.loads(chats[1].attributes["gen_ai.input.messages"])
+    responses = [p for m in second_in for p in m["parts"] if p["type"] == "tool_call_response"]
+    assert [p["id"] for p in responses] == [call_part["id"]]
+    assert f"sunny in {CITY}" in json.dumps(responses[0]["response"])
+    (final,) = json.loads(chats[1].attributes["gen_ai.output.messages"])
+    assert final["finish_reason"] == "stop"
+    assert final["parts"] == [{"type": "text", "content": f"done: sunny in {CITY}"}]
+    (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"city": CITY}
+    assert f"sunny in {CITY}" in tool.attributes["gen_ai.tool.call.result"]
+    assert "CANARY-PROMPT" in root.attributes["input.value"]
+    assert f"done: sunny in {CITY}" in root.attributes["output.value"]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_plugins_hook_points_are_log_records_on_the_tool_span_and_nothing_is_captured(
+        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """LangChain has no hook points of its own: the records are those of otelmw's
+    pipeline where the plugin registered a callback (``pre_tool_call``,
+    ``post_tool_call``), once per tool call, on its ``execute_tool`` span; without
+    content capture no prompt, argument or result text is exported anywhere."""
+    out = drive({"mode": mode, "plugin": ["observe"]}, server, rx, tmp_path)
+    assert out["tool_args"] == [{"tool": "get_weather", "city": CITY}]
+    rx.wait_for(lambda: len(rx.spans()) >= 4 and len(rx.logs()) >= 2)
+    root, children = turn_tree(rx.spans(), "weather")
+    (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    logs = sorted(rx.logs(), key=lambda x: x.time_ns)
+    assert [x.event_name for x in logs] == ["otelmw.hook.pre_tool_call",
+                                            "otelmw.hook.post_tool_call"]
+    call_id = sent_tool_call_ids(server)[0]
+    for rec in logs:
+        a = rec.attributes
+        assert rec.trace_id == root.trace_id and rec.span_id == tool.span_id
+        assert rec.body in (None, {}, "")
+        assert a["otelmw.hook.name"] == rec.event_name.removeprefix("otelmw.hook.")
+        assert a["otelmw.hook.failures"] == 0
+        assert a["otelmw.schema.telemetry"] == "otelmw.observer.v1"
+        assert a["gen_ai.tool.name"] == "get_weather" and a["gen_ai.tool.call.id"] == call_id
+        assert a["otelmw.tool.args.digest"] == digest({"city": CITY})[0]
+        assert a["otelmw.turn.id"] == root.attributes["otelmw.turn.id"]
+    post = logs[1].attributes
+    assert post["otelmw.result.status"] == "ok" and post["otelmw.result.success"] is True
+    assert post["otelmw.result.raw.digest"] == tool.attributes["otelmw.result.raw.digest"]
+    for key in (*MESSAGE_KEYS, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+                "input.value", "output.value"):
+        assert not [s.name for s in rx.spans() if key in s.attributes], key
+    leaked = [b for b in everything_exported(rx)
+              if "CANARY-PROMPT" in b or "sunny in" in b or "Answer briefly" in b]
+    assert leaked == []
+
+
+def test_hook_events_all_records_every_hook_point_of_each_call(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """``OTELMW_HOOK_EVENTS=all``: each model call's API-request hook points too, on
+    its ``chat`` span."""
+    drive({"mode": "invoke", "plugin": ["observe"]}, server, rx, tmp_path,
+          env={"OTELMW_HOOK_EVENTS": "all"})
+    rx.wait_for(lambda: len(rx.spans()) >= 4 and len(rx.logs()) >= 6)
+    _, children = turn_tree(rx.spans(), "weather")
+    chats = [s for s in children if s.name.startswith("chat ")]
+    (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    for chat in chats:
+        on_chat = sorted(x.event_name for x in rx.logs() if x.span_id == chat.span_id)
+        assert on_chat == ["otelmw.hook.post_api_request", "otelmw.hook.pre_api_request"]
+        for rec in (x for x in rx.logs() if x.span_id == chat.span_id):
+            assert rec.attributes["gen_ai.request.model"] == "scripted-model"
+            assert rec.attributes["otelmw.request.digest"].startswith("sha256-keyed:")
+    on_tool = {x.event_name for x in rx.logs() if x.span_id == tool.span_id}
+    assert {"otelmw.hook.pre_tool_call", "otelmw.hook.post_tool_call"} <= on_tool
+    assert all(x.span_id in {c.span_id for c in (*chats, tool)} for x in rx.logs())
 
 
 # ------------------------------------------------------------------ plain graphs

@@ -270,6 +270,79 @@ def test_anthropic_model_through_completion_and_the_messages_interface(
     assert b["gen_ai.request.max_tokens"] == 64
 
 
+def test_the_messages_interface_sync_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+    """``anthropic_interface.messages.create`` (sync): to an OpenAI model LiteLLM adapts
+    the call onto the Responses API: one ``chat`` span, the nested ``otelmw_openai``
+    only enriches it. To an Anthropic model LiteLLM 1.110 has no sync handler: its own
+    ``ValueError`` reaches the caller unchanged and the span ends once, failed."""
+    from litellm.anthropic_interface import messages
+
+    answer = messages.create(messages=MSGS, max_tokens=64, temperature=0.5,
+                             **openai_kw(server))
+    (span,) = tel.finished()
+    a = span.attributes or {}
+    assert server.requests[-1].path.endswith("/responses")
+    assert span.name == "chat openai/scripted-model"
+    assert a["otelmw.api_mode"] == "anthropic_messages" and a["gen_ai.provider.name"] == "openai"
+    assert a["gen_ai.response.id"] == answer["id"]  # the id LiteLLM hands back
+    assert a["gen_ai.usage.input_tokens"] == answer["usage"]["input_tokens"]
+    assert a["gen_ai.usage.output_tokens"] == answer["usage"]["output_tokens"]
+    assert a["gen_ai.request.max_tokens"] == 64 and a["gen_ai.request.temperature"] == 0.5
+    assert server.requests[-1].body["temperature"] == 0.5
+    assert answer["content"][0]["text"] and answer["stop_reason"] == "end_turn"
+
+    kw = {"model": "anthropic/claude-scripted", "api_base": server.root_url, "api_key": "x"}
+    sent = len(server.requests)
+    with pytest.raises(ValueError, match="not implemented for sync calls"):
+        messages.create(messages=MSGS, max_tokens=64, **kw)
+    _, failed = tel.finished()
+    assert len(server.requests) == sent  # LiteLLM sent nothing, as without otelmw
+    assert failed.name == "chat anthropic/claude-scripted"
+    assert failed.status.status_code.name == "ERROR"
+    assert (failed.attributes or {})["error.type"] == "builtins.ValueError"
+
+
+def test_a_streamed_messages_acreate_ends_its_span_once(
+        tel: Telemetry, server: ScriptedLLMServer) -> None:
+    """``anthropic_interface.messages.acreate(stream=True)``: the span stays open while
+    the stream is, and ends once with it. LiteLLM 1.110 streams this interface through
+    its proxy package (``fastapi`` and more, the ``litellm[proxy]`` extra): without it
+    a read raises LiteLLM's own ``ModuleNotFoundError`` (after the events it got), which
+    reaches the caller unchanged and ends the span failed."""
+    from litellm.anthropic_interface import messages
+
+    server.push_text("one two three four")
+    events: list[Any] = []
+
+    async def run() -> BaseException | None:
+        stream = await messages.acreate(messages=MSGS, max_tokens=64, stream=True,
+                                        **openai_kw(server))
+        assert tel.finished() == []  # open while the stream is
+        try:
+            async for event in stream:
+                events.append(event)
+        except ModuleNotFoundError as exc:
+            return exc
+        return None
+
+    raised = asyncio.run(run())
+    (span,) = tel.finished()
+    a = span.attributes or {}
+    assert span.name == "chat openai/scripted-model"
+    assert a["otelmw.api_mode"] == "anthropic_messages" and a["gen_ai.request.stream"] is True
+    assert all(isinstance(e, bytes) and e.startswith(b"event: ") for e in events)  # SSE
+    if raised is not None:
+        assert (raised.name or "").split(".")[0] in {"fastapi", "soundfile", "annotated_doc"}
+        assert span.status.status_code.name == "ERROR"
+        assert a["error.type"] == "builtins.ModuleNotFoundError"
+        assert a["otelmw.stream.ended_by"] == "error"
+    else:
+        assert events and a["otelmw.stream.ended_by"] == "exhausted"
+        assert span.status.status_code.name == "UNSET"
+    time.sleep(0.05)
+    assert len(tel.finished()) == 1  # ended once
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: Telemetry,
                                                     server: ScriptedLLMServer) -> None:

@@ -32,13 +32,13 @@ from _support.components import clean_env, unavailable
 from _support.otlp_receiver import OtlpReceiver, ReceivedMetric, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
-# The peers' pinned releases declare the SDK releases they instrument; the SDK floor
-# environments ("sdk-*": openai 1.x, anthropic 0.x) are outside some of them (an
-# OpenInference peer does not start there, and otelmw rightly names only the peers that
-# do), so what is asserted here is the peers beside the SDK releases of "current".
-pytestmark = [pytest.mark.timeout(600), pytest.mark.skipif(
-    os.environ.get("OTELMW_TEST_ENV", "").startswith("sdk-"),
-    reason="the peers at their pins beside the newest SDKs (see the comment above)")]
+# The peers' pinned releases declare the SDK releases they instrument. In the SDK floor
+# environments ("sdk-*": openai 1.x, anthropic 0.x) the OpenInference peers' ranges
+# (openai >= 2.8, anthropic >= 1.8) leave the SDK out: they do not start, and otelmw must
+# not name them; that is what is asserted there for them. The official and OpenLLMetry
+# peers start there too and add the same as beside the newest SDKs.
+pytestmark = [pytest.mark.timeout(600)]
+SDK_FLOOR_ENV = os.environ.get("OTELMW_TEST_ENV", "").startswith("sdk-")
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "peers"
@@ -63,6 +63,53 @@ reply = client.messages.create(model="scripted-model", max_tokens=64,
                                messages=[{"role": "user", "content": sys.argv[2]}])
 print("ANSWER", reply.content[0].text)
 """,
+    "litellm": """\
+import os, sys
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from GitHub
+import litellm
+reply = litellm.completion(model="openai/scripted-model", api_base=sys.argv[1] + "/v1",
+                           api_key="sk-scripted",
+                           messages=[{"role": "user", "content": sys.argv[2]}])
+print("ANSWER", reply.choices[0].message.content)
+""",
+    "langchain": """\
+import sys
+from langchain.agents import create_agent
+from langchain_openai import ChatOpenAI
+model = ChatOpenAI(model="scripted-model", base_url=sys.argv[1] + "/v1", api_key="sk-scripted",
+                   max_retries=0)
+agent = create_agent(model, tools=[], name="peer-agent")
+reply = agent.invoke({"messages": [{"role": "user", "content": sys.argv[2]}]})
+print("ANSWER", reply["messages"][-1].content)
+""",
+    "openai_agents": """\
+import sys
+from openai import AsyncOpenAI
+from agents import Agent, OpenAIChatCompletionsModel, Runner
+client = AsyncOpenAI(base_url=sys.argv[1] + "/v1", api_key="sk-scripted", max_retries=0)
+agent = Agent(name="peer-agent", instructions="be brief",
+              model=OpenAIChatCompletionsModel(model="scripted-model", openai_client=client))
+reply = Runner.run_sync(agent, sys.argv[2])
+print("ANSWER", reply.final_output)
+""",
+    "mcp": """\
+import asyncio, sys
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("peer")
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    \"\"\"Add two numbers.\"\"\"
+    return a + b
+
+async def main() -> None:
+    async with Client(server) as client:
+        result = await client.call_tool("add", {"a": 2, "b": 2})
+    print("ANSWER", result.content[0].text, sys.argv[2][:0])
+
+asyncio.run(main())
+""",
 }
 
 
@@ -73,12 +120,14 @@ class PeerCase:
     distribution: str
     version: str
     wheels: tuple[str, ...]  # pins installed with --no-deps: the peer and what it needs
-    library: str  # "openai" | "anthropic"
+    library: str  # a key of PROGRAMS
     project: str  # as the notice names it
     entry_point: str  # its name in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS
     span: str  # the name of its span for a chat call
     records_prompt: bool  # by default
     metrics: bool  # emits gen_ai.client.operation.duration too
+    ours: str = "chat scripted-model"  # otelmw's span of the same operation
+    nested: bool = True  # its span is a child of otelmw's
 
 
 _UTIL = "opentelemetry-util-genai==1.3b0"
@@ -105,6 +154,59 @@ PEERS = {
                                         _OPENINFERENCE, "anthropic", "OpenInference",
                                         "anthropic", "messages.create", True, False),
 }
+
+
+
+
+@dataclass(frozen=True)
+class HostPeerCase:
+    """A peer of a host otelmw instruments (a framework, not an SDK), as measured: the
+    spans it adds to one run of the program of its library."""
+
+    case: PeerCase  # span: the name the notice quotes
+    spans: tuple[str, ...]  # every span of its own in the run
+    nested: bool  # every span of its own is in otelmw's trace
+
+
+_LITELLM, _AGENT = "chat openai/scripted-model", "invoke_agent peer-agent"
+HOST_PEERS = {
+    "openinference-litellm": HostPeerCase(PeerCase(
+        "openinference-instrumentation-litellm", "0.1.51", _OPENINFERENCE, "litellm",
+        "OpenInference", "litellm", "completion", True, False, ours=_LITELLM),
+        ("completion",), True),
+    "openllmetry-litellm": HostPeerCase(PeerCase(
+        "opentelemetry-instrumentation-litellm", "0.62.4", (_TRACELOOP,), "litellm",
+        "OpenLLMetry", "litellm", "litellm.chat", True, True, ours=_LITELLM),
+        ("litellm.chat",), True),
+    "genai-langchain": HostPeerCase(PeerCase(
+        "opentelemetry-instrumentation-genai-langchain", "1.3b0", (_UTIL,), "langchain",
+        "official OpenTelemetry", "langchain", "chat scripted-model", False, True,
+        ours=_AGENT), ("invoke_agent peer-agent", "chat scripted-model"), True),
+    "openinference-langchain": HostPeerCase(PeerCase(
+        "openinference-instrumentation-langchain", "0.1.80", _OPENINFERENCE, "langchain",
+        "OpenInference", "langchain", "ChatOpenAI", True, False, ours=_AGENT),
+        ("peer-agent", "model", "ChatOpenAI"), True),
+    "openllmetry-langchain": HostPeerCase(PeerCase(
+        "opentelemetry-instrumentation-langchain", "0.62.4", (_TRACELOOP,), "langchain",
+        "OpenLLMetry", "langchain", "ChatOpenAI.chat", True, True, ours=_AGENT),
+        ("create_agent peer-agent", "invoke_agent peer-agent", "peer-agent.workflow",
+         "execute_task model", "ChatOpenAI.chat"), False),
+    "genai-openai-agents": HostPeerCase(PeerCase(
+        "opentelemetry-instrumentation-genai-openai-agents", "1.3b0", (_UTIL,),
+        "openai_agents", "official OpenTelemetry", "openai_agents", "invoke_agent peer-agent",
+        False, False, ours=_AGENT), ("invoke_workflow Agent workflow",
+                                         "invoke_agent peer-agent"), True),
+    "openinference-openai-agents": HostPeerCase(PeerCase(
+        "openinference-instrumentation-openai-agents", "2.6.0", _OPENINFERENCE,
+        "openai_agents", "OpenInference", "openai_agents", "generation", True, False,
+        ours=_AGENT), ("Agent workflow", "Agent workflow", "peer-agent", "turn",
+                           "generation"), True),
+}
+PEERS.update({key: host.case for key, host in HOST_PEERS.items()})
+# OpenLLMetry's mcp 0.62.4: on mcp 2.x its import hook raises (see the test)
+PEERS["openllmetry-mcp"] = PeerCase("opentelemetry-instrumentation-mcp", "0.62.4",
+                                    (_TRACELOOP,), "mcp", "OpenLLMetry", "mcp", "", False,
+                                    False, ours="execute_tool add")
 
 
 def peer_site(*keys: str) -> Path:
@@ -139,9 +241,8 @@ class PeerRun:
     def notices(self) -> list[str]:
         return [x for x in self.stderr.splitlines() if " is also instrumented by " in x]
 
-    def ours(self) -> list[ReceivedSpan]:
-        return [s for s in self.spans if s.scope_name.startswith("otelmw")
-                and s.name == "chat scripted-model"]
+    def ours(self, name: str = "chat scripted-model") -> list[ReceivedSpan]:
+        return [s for s in self.spans if s.scope_name.startswith("otelmw") and s.name == name]
 
     def theirs(self, case: PeerCase) -> list[ReceivedSpan]:
         return [s for s in self.spans if s.name == case.span
@@ -172,7 +273,8 @@ def run_program(library: str, site: Path | None, tmp: Path, *, launcher: str = "
         assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         assert "ANSWER" in proc.stdout
         rx.wait_for(lambda: bool(rx.spans()))  # one batch, at exit
-        rx.wait_for_metric(DURATION)
+        if library != "mcp":  # a tool call: no GenAI client metric
+            rx.wait_for_metric(DURATION)
         return PeerRun(proc.stderr, rx.spans(), rx.metrics())
 
 
@@ -192,11 +294,19 @@ def duration_scopes(run: PeerRun) -> list[str]:
     return sorted(m.scope_name for m in run.metrics if m.name == DURATION)
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.host(c.library))
-                                 for k, c in PEERS.items()])
+SDK_PEERS = [k for k, c in PEERS.items() if c.library in ("openai", "anthropic")]
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.host(PEERS[k].library))
+                                 for k in SDK_PEERS])
 def test_a_peer_beside_otelmw_is_announced_and_doubles_what_the_notice_says(
         key: str, tmp_path: Path) -> None:
     case = PEERS[key]
+    if SDK_FLOOR_ENV and case.project == "OpenInference":
+        run = run_program(case.library, peer_site(key), tmp_path)
+        assert run.notices() == [], run.notices()  # out of its range: it does not start
+        assert run.theirs(case) == [] and len(run.ours()) == 1
+        return
     run = run_program(case.library, peer_site(key), tmp_path)
     (notice,) = run.notices()
     assert notice.startswith(f"otelmw: {case.library} is also instrumented by "
@@ -223,7 +333,68 @@ def test_a_peer_beside_otelmw_is_announced_and_doubles_what_the_notice_says(
     assert len(off.ours()) == 1 and len(duration_scopes(off)) == 1
 
 
+HOST_MARKERS = {"litellm": ("litellm", "openai"), "langchain": ("langchain", "openai"),
+                "openai_agents": ("openai-agents", "openai"), "mcp": ("mcp",)}
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.host(
+    *HOST_MARKERS[c.case.library])) for k, c in HOST_PEERS.items()])
+def test_a_peer_of_a_host_beside_otelmw_is_announced_and_adds_what_the_notice_says(
+        key: str, tmp_path: Path) -> None:
+    host = HOST_PEERS[key]
+    case = host.case
+    run = run_program(case.library, peer_site(key), tmp_path)
+    (notice,) = run.notices()
+    assert notice.startswith(f"otelmw: {case.library} is also instrumented by "
+                             f"{case.distribution} {case.version} ({case.project}): every "
+                             f"{case.library} call gets ")
+    (ours,) = run.ours(case.ours)
+    theirs = sorted((s for s in run.spans if not s.scope_name.startswith("otelmw")),
+                    key=lambda s: s.start_ns)
+    assert sorted(s.name for s in theirs) == sorted(host.spans)
+    templated = case.span.replace("peer-agent", "{name}").replace("scripted-model", "{model}")
+    assert f"`{templated}`" in notice, (templated, notice)
+    assert all(s.trace_id == ours.trace_id for s in theirs) is host.nested
+    if not host.nested:
+        assert "trace of its own" in notice
+    named = [s for s in theirs if s.name == case.span]
+    assert named and any(prompt_recorded(s) for s in named) is case.records_prompt
+    assert not prompt_recorded(ours)
+    assert ("records" in notice or "recording" in notice) is case.records_prompt
+    assert len(duration_scopes(run)) == (2 if case.metrics else 1), duration_scopes(run)
+    assert ("gen_ai.client.operation.duration" in notice) is case.metrics
+    values = disabling_values(notice)
+    assert values["it"] == case.entry_point, values
+    assert values["otelmw's"] == f"otelmw_{case.library}", values
+    off = run_program(case.library, peer_site(key), tmp_path / "off",
+                      OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
+    assert off.notices() == [] and len(off.ours(case.ours)) == 1
+    assert [s for s in off.spans if not s.scope_name.startswith("otelmw")] == []
+
+
+@pytest.mark.host("mcp")
+def test_openllmetry_mcp_on_mcp_2_breaks_otelmws_client_span_as_the_notice_says(
+        tmp_path: Path) -> None:
+    """OpenLLMetry's mcp 0.62.4 declares any mcp; on mcp 2.x its import hook raises
+    (it wraps ``streamablehttp_client``, gone in 2.x), which stops the import hooks
+    after it: otelmw's client-side ``execute_tool`` span is lost, and the notice says so.
+    Turned off, otelmw's span is back."""
+    run = run_program("mcp", peer_site("openllmetry-mcp"), tmp_path)
+    (notice,) = run.notices()
+    assert "opentelemetry-instrumentation-mcp 0.62.4 (OpenLLMetry)" in notice
+    assert "`streamablehttp_client`" in notice and "span is lost" in notice
+    assert "streamablehttp_client" in run.stderr
+    assert run.ours("execute_tool add") == []
+    assert [s.name for s in run.spans if s.scope_name.startswith("opentelemetry.inst")] == []
+    values = disabling_values(notice)
+    assert values["it"] == "mcp"
+    off = run_program("mcp", peer_site("openllmetry-mcp"), tmp_path / "off",
+                      OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
+    assert off.notices() == [] and len(off.ours("execute_tool add")) == 1
+
+
 @pytest.mark.host("openai")
+@pytest.mark.skipif(SDK_FLOOR_ENV, reason="the OpenInference openai peer does not start there")
 def test_peers_sharing_an_entry_point_name_are_named_together(tmp_path: Path) -> None:
     """The three openai peers all call their entry point ``openai``: one line names them
     all, and says the one value turns them off together (as it does)."""

@@ -26,6 +26,7 @@ from .contract import (
 from .host import (
     AttributeValue,
     HostCall,
+    HostOutcome,
     HostStep,
     LayerRun,
     Payload,
@@ -67,6 +68,7 @@ __all__ = [
     "AttributeValue",
     "CallInfo",
     "HostCall",
+    "HostOutcome",
     "HostStep",
     "Layer",
     "LayerRun",

@@ -27,7 +27,7 @@ once); an adapter fails open: the host's call always runs.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeAlias, TypeVar
 
@@ -44,6 +44,7 @@ from .tool_calls import BLOCKED_KEY
 __all__ = [
     "AttributeValue",
     "HostCall",
+    "HostOutcome",
     "HostStep",
     "LayerRun",
     "Payload",
@@ -73,6 +74,7 @@ __all__ = [
 #: it (renders it under content capture, digests it) and never changes it.
 Payload: TypeAlias = object
 R = TypeVar("R")
+X = TypeVar("X")
 
 RewriteOutcome = Literal["rewritten", "unchanged", "failed", "error"]
 WrapperOutcome = Literal["passed", "short_circuit", "failed_before_next",
@@ -109,6 +111,62 @@ def instrumentation_failed(host: str, where: str, exc: BaseException,
     the adapter then fails open (the host's call runs as without otelmw)."""
     (pipeline or get_pipeline()).failures.record(
         INSTRUMENTATION, host, where, f"{host} instrumentation error: {describe(exc)}", exc)
+
+
+class HostOutcome:
+    """What the host's own call did inside the pipeline, for an adapter that fails open.
+    ``call``/``acall`` run it (in the base call of the pipeline's execution chain) and
+    note its result or error; when the pipeline raised, ``recover`` tells the host's
+    own error (re-raised) from otelmw's (counted, as ``instrumentation_failed``) and
+    says whether the host's call still has to run: it never runs twice."""
+
+    __slots__ = ("error", "executed", "host", "result", "swallowed")
+
+    def __init__(self, host: str) -> None:
+        self.host = host  # the adapter's name, as ``instrumentation_failed`` takes it
+        self.executed = False
+        # the host answered with its error rather than raising it (``error`` is what it
+        # answered, ``result`` what it returned): recovered as a result, not re-raised
+        self.swallowed = False
+        self.error: BaseException | None = None
+        self.result: object = None
+
+    def call(self, run: Callable[[X], R], x: X) -> R:
+        """``run(x)``, the host's call, noted."""
+        self.executed = True
+        try:
+            result = run(x)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        self.result = result
+        return result
+
+    async def acall(self, run: Callable[[X], Awaitable[R]], x: X) -> R:
+        """``await run(x)``, the host's call, noted."""
+        self.executed = True
+        try:
+            result = await run(x)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        self.result = result
+        return result
+
+    def recover(self, exc: BaseException, where: str) -> bool:
+        """After the pipeline raised ``exc``: the host's own error is re-raised; otelmw's
+        is counted (at ``where``) and the host's outcome stands: its error is raised, or
+        False (its result is ``result``), or True when its call has not run yet (the
+        adapter runs it now, without the pipeline)."""
+        if exc is not self.error:
+            instrumentation_failed(self.host, where, exc)
+        elif not self.swallowed:
+            raise exc
+        if not self.executed:
+            return True
+        if self.error is not None and not self.swallowed:
+            raise self.error
+        return False
 
 
 def changed_payload_keys(before: Payload, after: Payload) -> list[str]:

@@ -41,7 +41,32 @@ def tools() -> list[Any]:
 
     broken.handle_tool_error = True  # LangChain answers ToolMessage(status="error")
 
+    if SPEC.get("tool") == "mcp":
+        return [mcp_weather_tool()]
     return [broken] if SPEC.get("tool") == "broken" else [get_weather]
+
+
+def mcp_weather_tool() -> Any:
+    """``get_weather`` as a LangChain MCP adapter tool makes it: a LangChain tool whose
+    body is an MCP ``tools/call`` (``mcp.Client`` to the in-process weather server of
+    ``tests/mcp_scripts``); sync and async, as LangChain runs either."""
+    from langchain_core.tools import StructuredTool
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mcp_scripts"))
+    from mcp import Client
+    from weather_server import server
+
+    async def acall(city: str) -> str:
+        TOOL_ARGS.append({"tool": "get_weather", "city": city})
+        async with Client(server) as client:
+            result = await client.call_tool("get_weather", {"city": city})
+        return "\n".join(b.text for b in result.content if getattr(b, "type", None) == "text")
+
+    def call(city: str) -> str:
+        return asyncio.run(acall(city))
+
+    return StructuredTool.from_function(func=call, coroutine=acall, name="get_weather",
+                                        description="Current weather for a city.")
 
 
 def user_middleware() -> list[Any]:
@@ -170,6 +195,10 @@ def main() -> None:
         if "openai" in SPEC.get("layers", ["openai", "langchain"]):
             OpenAIInstrumentor().instrument()
         LangChainInstrumentor().instrument()
+        if SPEC.get("tool") == "mcp":
+            from otelmw.instrumentation.mcp import MCPInstrumentor
+
+            MCPInstrumentor().instrument()
         if SPEC.get("plugin"):
             sys.path.insert(0, str(Path(__file__).parent))
             import lc_plugin

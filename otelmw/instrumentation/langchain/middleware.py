@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import get_pipeline
-from .fail_open import HostOutcome, instrumentation_failed
+from .fail_open import host_outcome, instrumentation_failed
 from .requests import model_facts, request_view, rewritten
 from .results import RUNTIME_ID, ToolRun, host_result, tool_run
 from .seams import tool_in_flight
@@ -81,7 +81,7 @@ class _ModelHooks:
         except Exception as exc:
             instrumentation_failed("wrap_model_call", exc)
             return handler(request)
-        out = HostOutcome()
+        out = host_outcome()
 
         def execute(payload: Any) -> Any:
             return out.call(handler, _effective(request, view, payload))
@@ -99,7 +99,7 @@ class _ModelHooks:
         except Exception as exc:
             instrumentation_failed("awrap_model_call", exc)
             return await handler(request)
-        out = HostOutcome()
+        out = host_outcome()
 
         def execute(payload: Any) -> Any:
             return out.acall(handler, _effective(request, view, payload))
@@ -119,7 +119,7 @@ class _ToolHooks:
         except Exception as exc:
             instrumentation_failed("wrap_tool_call", exc)
             return handler(request)
-        out, run = HostOutcome(), ToolRun()
+        out, run = host_outcome(), ToolRun()
 
         def host(req: Any) -> Any:
             token = tool_in_flight.set(name)
@@ -151,7 +151,7 @@ class _ToolHooks:
         except Exception as exc:
             instrumentation_failed("awrap_tool_call", exc)
             return await handler(request)
-        out, run = HostOutcome(), ToolRun()
+        out, run = host_outcome(), ToolRun()
 
         async def host(req: Any) -> Any:
             token = tool_in_flight.set(name)

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from ...core import current_llm_call, get_pipeline
-from .fail_open import HostOutcome, instrumentation_failed
+from .fail_open import host_outcome, instrumentation_failed
 from .requests import model_facts, request_view, rewritten
 from .results import RUNTIME_ID, ToolRun, host_result, tool_run
 
@@ -82,7 +82,7 @@ def generate_with_cache(wrapped: Any, instance: Any, args: tuple[Any, ...],
         found = None
     if found is None:
         return wrapped(*args, **kwargs)
-    out = HostOutcome()
+    out = host_outcome()
 
     def execute(payload: Any) -> Any:
         return out.call(lambda params: wrapped(**params), _effective_params(found, payload))
@@ -106,7 +106,7 @@ async def agenerate_with_cache(wrapped: Any, instance: Any, args: tuple[Any, ...
         found = None
     if found is None:
         return await wrapped(*args, **kwargs)
-    out = HostOutcome()
+    out = host_outcome()
 
     def execute(payload: Any) -> Any:
         return out.acall(lambda params: wrapped(**params), _effective_params(found, payload))
@@ -151,7 +151,7 @@ def tool_run_seam(wrapped: Any, instance: Any, args: tuple[Any, ...],
         found = None
     if found is None:
         return wrapped(*args, **kwargs)
-    out, run = HostOutcome(), ToolRun()
+    out, run = host_outcome(), ToolRun()
 
     def host(tool_input: Any) -> Any:
         token = tool_in_flight.set(found.name)
@@ -189,7 +189,7 @@ async def tool_arun_seam(wrapped: Any, instance: Any, args: tuple[Any, ...],
         found = None
     if found is None:
         return await wrapped(*args, **kwargs)
-    out, run = HostOutcome(), ToolRun()
+    out, run = host_outcome(), ToolRun()
 
     async def host(tool_input: Any) -> Any:
         token = tool_in_flight.set(found.name)

@@ -10,9 +10,9 @@ from typing import Any
 
 import wrapt
 
-from ...core import current_llm_call, get_pipeline
+from ...core import HostOutcome, current_llm_call, get_pipeline
 from .._base import server_of
-from .fail_open import HostOutcome, afail_open, fail_open, instrumentation_failed
+from .fail_open import afail_open, fail_open, host_outcome, instrumentation_failed
 from .turns import current_turn
 
 MARK = "_otelmw_praisonai"  # on the getter of a client property otelmw installed
@@ -62,7 +62,7 @@ def _create(resource: Any, original: Any, api_mode: str, is_async: bool) -> Any:
             return method(*args, **kwargs)
         run = get_pipeline().arun_llm if is_async else get_pipeline().run_llm
         return (afail_open if is_async else fail_open)(
-            HostOutcome(), "chat", lambda request: method(*args, **request),
+            host_outcome(), "chat", lambda request: method(*args, **request),
             lambda ex: run(kwargs, ex, api_mode=api_mode, **opts),
             lambda: method(*args, **kwargs), note_llm)
 

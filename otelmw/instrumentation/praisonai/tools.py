@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from ...core import get_pipeline
-from .fail_open import HostOutcome, afail_open, fail_open, instrumentation_failed
+from .fail_open import afail_open, fail_open, host_outcome, instrumentation_failed
 from .turns import NATIVE_RUNTIME_ID, runtime_id_of
 
 
@@ -74,7 +74,7 @@ def tool_sync(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
         finally:
             _tool.reset(token)
 
-    return fail_open(HostOutcome(), "execute_tool", call, lambda ex: get_pipeline().run_tool(
+    return fail_open(host_outcome(), "execute_tool", call, lambda ex: get_pipeline().run_tool(
         params["function_name"], params["arguments"], ex, tool_call_id=params.get(
             "tool_call_id"), runtime_id=found.runtime_id, raise_errors=True),
         lambda: wrapped(*args, **kwargs))
@@ -86,7 +86,7 @@ async def tool_async(wrapped: Any, instance: Any, args: tuple[Any, ...],
     if found is None:
         return await wrapped(*args, **kwargs)
     params = found.params
-    out = HostOutcome()
+    out = host_outcome()
 
     async def call(effective: Any) -> Any:
         attempt = _AttemptError()
