@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
+from _support.cli import otelmw_cmd
+from _support.host_scenarios import installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
@@ -32,9 +32,9 @@ pytestmark = pytest.mark.host("langchain")
 SCRIPTS = Path(__file__).resolve().parent / "langchain_scripts"
 CITY = "Paris"
 REWRITTEN = "Rewritten-City"
-TIMEOUT = 150
 INTERNAL, ERROR = 1, 2
 MODES = ["invoke", "ainvoke", "stream", "astream"]
+TIMEOUT = 150  # a LangChain child imports for longer than most
 
 
 @pytest.fixture()
@@ -44,34 +44,18 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-@pytest.fixture()
-def rx() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
-
-
 def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OTEL_", "OTELMW_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_"))}
-    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="dummy", OPENAI_MAX_RETRIES="0",
-               OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTELMW_HOME=str(tmp_path / "home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(),
-               OTEL_SERVICE_NAME="langchain-host-test", PYTHONUNBUFFERED="1",
-               LC_NOTES=str(tmp_path / "notes.jsonl"))
-    return env
+    return scenario_env(tmp_path, rx, service="langchain-host-test", openai_base_url=base_url,
+                        strip=("LANGSMITH_", "LANGCHAIN_"), LC_NOTES=str(tmp_path / "notes.jsonl"))
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
           tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one driver scenario (``env``: more variables of the child); returns its
     RESULT (telemetry is flushed on exit)."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)],
-                          env={**child_env(tmp_path, server.base_url, rx), **(env or {})},
-                          cwd=tmp_path,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    out: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
+    out = run_scenario(SCRIPTS / "driver.py", spec,
+                       {**child_env(tmp_path, server.base_url, rx), **(env or {})}, tmp_path,
+                       TIMEOUT)
     assert "error" not in out, out
     return out
 
@@ -451,26 +435,11 @@ def test_a_plain_state_graph_gets_the_same_spans_through_the_fallback_seams(
 
 
 # ------------------------------------------------------------------ zero code
-def _plugin_site(root: Path) -> Path:
-    """The test plugin, really installed (a dist-info with an ``otelmw.plugins`` entry
-    point) in a directory for PYTHONPATH."""
-    site = root / "site"
-    info = site / "otelmw_lc_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otelmw-lc-plugin\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\nlc_plugin = lc_plugin:register\n")
-    shutil.copy(SCRIPTS / "lc_plugin.py", site / "lc_plugin.py")
-    return site
-
-
 def test_otelmw_run_instruments_an_unmodified_program_with_the_plugin_enabled(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    beside = Path(sys.executable).with_name("otelmw")
-    cmd = [str(beside)] if beside.exists() else [sys.executable, "-m", "otelmw.cli"]
+    cmd = otelmw_cmd()
     env = child_env(tmp_path, server.base_url, rx)
-    env["PYTHONPATH"] = os.pathsep.join(
-        x for x in (str(_plugin_site(tmp_path)), env.get("PYTHONPATH")) if x)
+    installed_plugin(tmp_path, SCRIPTS / "lc_plugin.py", "lc_plugin = lc_plugin:register", env)
     env["LC_PLUGIN"] = "rewrite,wrap"
     enabled = subprocess.run([*cmd, "plugins", "enable", "lc_plugin"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=TIMEOUT)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.distributions import PLUGINS, install_distribution
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM's import
 
@@ -716,15 +717,9 @@ def register(ctx):
 
 
 def _plugin_site(root: Path) -> Path:
-    site = root / "site"
-    info = site / "litellm_test_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: litellm-test-plugin\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[otelmw.plugins]\n"
-                                           "house_rules = litellm_test_plugin:register\n")
-    (site / "litellm_test_plugin.py").write_text(PLUGIN)
-    return site
+    return install_distribution(root / "site", "litellm-test-plugin",
+                                {PLUGINS: {"house_rules": "litellm_test_plugin:register"}},
+                                {"litellm_test_plugin.py": PLUGIN})
 
 
 def test_otelmw_run_instruments_an_unmodified_litellm_program(
