@@ -20,17 +20,28 @@ once the tool's result comes back):
   pydantic-ai 0.1.30 (its span processor over pydantic-ai's own spans);
 * ``mcp``: one ``tools/call`` round trip of mcp 2.x's in-process ``mcp.Client(server)``
   (client and server in the process) — peers the SDK's own spans (emitted once a global
-  tracer provider is set), OpenLLMetry mcp 0.62.4.
+  tracer provider is set), OpenLLMetry mcp 0.62.4 (it cannot instrument 2.x: the row says
+  why);
+* ``mcp1``: the same round trip on mcp 1.30 (``ClientSession`` to ``FastMCP`` over the
+  SDK's in-memory streams; 1.x has no spans of its own) — peer OpenLLMetry mcp 0.62.4.
+
+Each host is one small class below (``Host``): its turn, its peers, how each installs.
 
 ``otelmw``: the host's otelmw instrumentor (plus ``otelmw_openai`` where the host calls
 the openai SDK, as ``otelmw run`` would install it: it only enriches the host's chat
 span) with a ``TelemetryObserver`` and the full contract on: one ``llm_request``
 rewrite (pins the temperature), one ``tool_request`` rewrite (replaces the arguments
 with a copy) and one pass-through ``tool_execution`` wrapper, registered as a plugin
-would. Spans go to an SDK ``TracerProvider`` + ``BatchSpanProcessor`` onto an exporter
-that drops them; its schedule delay is an hour, so exports happen at 512 spans, not on a
-timer (a valgrind process is slow, and a timer would fire a run-dependent number of
-times).
+would. For MCP the process also has a global tracer provider, as under ``otelmw run``
+(so mcp 2.x's own spans are recorded too). Reference rows, not peers: ``otelmw-plain``
+(the instrumentors, no plugin), ``floor`` (LangChain, pydantic-ai: a pass-through
+middleware / capability of otelmw's shape, no telemetry: what the host charges any
+middleware), and for MCP ``otelmw-client`` / ``otelmw-server`` (full contract, one side
+instrumented: what one process of a real deployment pays; the MCP target is judged on
+the dearer of the two). Spans go to an SDK ``TracerProvider`` + ``BatchSpanProcessor``
+onto an exporter that drops them; its schedule delay is an hour, so exports happen at
+512 spans, not on a timer (a valgrind process is slow, and a timer would fire a
+run-dependent number of times).
 
 Instructions (benchmark 1b's method): per contender two processes under valgrind side
 by side, both set up and warmed up alike; one makes N turns with the cyclic garbage
@@ -39,15 +50,18 @@ CPU time: each contender in its own process, ``ROUNDS`` × ``TURNS`` turns, the 
 round's ``process_time`` per turn; bare runs first and last, its best is the baseline.
 
 Target: otelmw's overhead over bare ≤ 0.5 × the best peer's (in instructions; time is a
-cross-check). The peers are not otelmw dependencies: the first run makes a virtualenv
-(``$OTELMW_BENCH_HOSTS_VENV``, default ``~/.cache/otelmw-bench/hosts``) with otelmw from
-this checkout (editable), the hosts at the pins of ``scripts/envs/current.txt`` and the
-peers above (they install together: ``pip check`` is clean), and runs every contender
-with its python. ``OTELMW_BENCH_HOST_PATH=<checkout>`` puts another checkout's otelmw
-first on the children's path (to measure a host adapter from its branch).
+cross-check). The peers are not otelmw dependencies: the first run makes the bench
+virtualenvs (``VENVS``: ``~/.cache/otelmw-bench/hosts`` and ``…/mcp1``) with otelmw
+from this checkout (editable), the hosts at the pins of ``scripts/envs/current.txt``
+(``mcp1``: mcp 1.30.0, the ``mcp1`` matrix environment's pin), the shared libraries at
+the running environment's versions and the peers above (they install together: ``pip
+check`` is clean), and runs every contender with its python.
+``OTELMW_BENCH_HOST_PATH=<checkout>`` puts another checkout's otelmw first on the
+children's path (to measure a host adapter from its branch).
 
     python benchmarks/bench_hosts.py                      # every host, both measures
-    python benchmarks/bench_hosts.py --only mcp,litellm --no-time
+    python benchmarks/bench_hosts.py --quick --only mcp,mcp1 --no-time
+    python benchmarks/bench_hosts.py --only langchain --contenders otelmw,official
 """
 
 from __future__ import annotations
@@ -132,8 +146,7 @@ def _chat_completion(body: dict[str, Any], n: int) -> bytes:
 
 
 def _response(body: dict[str, Any], n: int) -> bytes:
-    """A Responses API answer (the Agents SDK's default model), as
-    ``bench_openai_agents.py`` scripts it."""
+    """A Responses API answer (the Agents SDK's default model)."""
     items = body.get("input") or []
     answered = bool(items) and isinstance(items[-1], dict) and (
         items[-1].get("type") == "function_call_output")
