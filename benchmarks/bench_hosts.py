@@ -61,7 +61,7 @@ children's path (to measure a host adapter from its branch).
 
     python benchmarks/bench_hosts.py                      # every host, both measures
     python benchmarks/bench_hosts.py --quick --only mcp,mcp1 --no-time
-    python benchmarks/bench_hosts.py --only langchain --contenders otelmw,official
+    python benchmarks/bench_hosts.py --only langchain --contenders bare,otelmw,official
 """
 
 from __future__ import annotations
@@ -823,7 +823,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true", help="fewer turns")
     p.add_argument("--only", default=",".join(HOSTS), help="hosts, comma-separated: "
                    + ", ".join(HOSTS))
-    p.add_argument("--contenders", default="", help="only these contenders (and bare)")
+    p.add_argument("--contenders", default="",
+                   help="only these contenders, comma-separated (bare gives the overheads)")
     p.add_argument("--no-count", action="store_true", help="skip the valgrind counts")
     p.add_argument("--no-time", action="store_true", help="skip the CPU-time runs")
     p.add_argument("--here", action="store_true",
@@ -843,7 +844,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         python = pythons[host.venv]
         chosen = list(host.labels())
         if args.contenders:
-            chosen = ["bare", *(c for c in args.contenders.split(",") if c in chosen)]
+            chosen = [c for c in args.contenders.split(",") if c in chosen]
         instr: dict[str, float] = {}
         cpu: dict[str, dict[str, float]] = {}
         for contender in chosen:
