@@ -770,7 +770,7 @@ def ensure_venv(name: str, log: Callable[[str], None] = print) -> Path:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines = ["| " + " | ".join(headers) + " |", "|---|" + "--:|" * (len(headers) - 1)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
