@@ -13,7 +13,8 @@ of a separate virtualenv that this runner creates on first use (see ``_venv.py``
 ``--venv PATH`` to place them, ``--no-venv`` to run it once with the current
 interpreter, which must then have the anchors installed). The other benchmarks run
 with the current interpreter (otelmw's development environment, with
-``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5).
+``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5); benchmark 7 makes
+its own virtualenvs of the hosts and their peers (``bench_hosts.py``).
 """
 
 from __future__ import annotations
@@ -42,14 +43,9 @@ BENCHES = {
     "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
     "digests": ("bench_digests.py", "4. Digests by result size"),
     "outage": ("bench_outage.py", "5. Exporter outage"),
-    "openai-agents": ("bench_openai_agents.py",
-                      "OpenAI Agents SDK turn vs the official and OpenInference instrumentations"),
-    "langchain": ("bench_langchain.py",
-                  "LangChain agent turn vs the official, OpenLLMetry and OpenInference "
-                  "instrumentations"),
-    "mcp": ("bench_mcp.py", "MCP tools/call round trip vs the SDK's own spans"),
     "hosts": ("bench_hosts.py",
-              "7. One turn per agent host vs its peers, in instructions (valgrind) and CPU time"),
+              "7. One turn per agent host (LangChain, LiteLLM, OpenAI Agents SDK, pydantic-ai, "
+              "MCP 2.x and 1.x) vs its peers, in instructions (valgrind) and CPU time"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).
