@@ -27,7 +27,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM'
 
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
-from _support.sdk_releases import litellm_lacks, needs
+from _support.sdk_releases import lacks_behaviour, litellm_lacks
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -155,7 +155,7 @@ def test_completion_is_one_chat_span_with_the_provider_litellm_routed_to(
     assert len(tel.metric_points("gen_ai.client.operation.duration")) == 1
 
 
-@needs(litellm_lacks(async_flag=True))
+@lacks_behaviour(litellm_lacks(async_flag=True))
 def test_acompletion_and_the_async_flag_of_completion(
         tel: Telemetry, server: ScriptedLLMServer) -> None:
     async def run() -> list[Any]:
@@ -272,7 +272,7 @@ def test_anthropic_model_through_completion_and_the_messages_interface(
     assert b["gen_ai.request.max_tokens"] == 64
 
 
-@pytest.mark.parametrize("stream", [False, pytest.param(True, marks=needs(
+@pytest.mark.parametrize("stream", [False, pytest.param(True, marks=lacks_behaviour(
     litellm_lacks(stream_cost=True)))])
 def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: Telemetry,
                                                     server: ScriptedLLMServer) -> None:

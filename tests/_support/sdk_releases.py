@@ -118,3 +118,10 @@ def litellm_lacks(*, async_flag: bool = False, stream_cost: bool = False) -> lis
     if stream_cost:
         missing.append(f"litellm {release} puts no response_cost on a stream's chunks")
     return missing
+
+
+def lacks_behaviour(missing: list[str]) -> pytest.MarkDecorator:
+    """Skip on a release whose host itself does not do what the test checks (the
+    reasons in ``missing``, measured without otelmw)."""
+    return pytest.mark.skipif(bool(missing), reason="; ".join(missing)
+                              + " (the host's own behaviour there: nothing to observe)")
