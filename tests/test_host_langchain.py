@@ -496,5 +496,5 @@ def test_dependencies_are_declared_honestly() -> None:
     from otelmw.instrumentation.langchain import LangChainInstrumentor
 
     deps = LangChainInstrumentor().instrumentation_dependencies()
-    assert tuple(deps) == ("langchain >= 1.5.2, < 2",)
+    assert tuple(deps) == ("langchain >= 1.3.0, < 2",)
     assert get_dependency_conflicts(deps) is None

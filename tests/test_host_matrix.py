@@ -60,8 +60,19 @@ def header(path: Path, field: str) -> set[str]:
     return set()
 
 
+def runs_tests_of(path: Path, host: str) -> bool:
+    """Whether the environment runs ``host``'s tests (an ``# only:`` line names the
+    hosts whose tests run there; without one, every provided host's)."""
+    only = header(path, "only")
+    return host in header(path, "hosts") and (not only or host in only)
+
+
 def releases_tested(package: str) -> list[Version]:
-    return sorted({v for f in ENV_FILES for p, v in env_pins(f).items() if p == package})
+    """The releases of ``package`` whose host's tests some environment runs (a release
+    only installed beside another host's tests is not one)."""
+    host = next(h for h, p in PACKAGES.items() if p == package)
+    return sorted({v for f in ENV_FILES if runs_tests_of(f, host)
+                   for p, v in env_pins(f).items() if p == package})
 
 
 def next_major(v: Version) -> Version:

@@ -425,5 +425,5 @@ def test_dependencies_are_declared_honestly() -> None:
     from otelmw.instrumentation.pydantic_ai import PydanticAIInstrumentor
 
     deps = PydanticAIInstrumentor().instrumentation_dependencies()
-    assert tuple(deps) == ("pydantic-ai-slim >= 2.68.0, < 3",)
+    assert tuple(deps) == ("pydantic-ai-slim >= 2.62.0, < 3",)
     assert get_dependency_conflicts(deps) is None

@@ -96,3 +96,32 @@ def needs(missing: list[str]) -> pytest.MarkDecorator:
     """Skip on a release that lacks what the test calls (the reasons in ``missing``)."""
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing)
                               + " (a call of a newer release: nothing to instrument here)")
+
+
+# LiteLLM: two behaviours of the entries themselves (no attribute tells them apart),
+# measured without otelmw against the scripted server: 1.106.0 and 1.108.0 lack them,
+# 1.109.0 and later have them.
+_LITELLM_BEHAVIOURS = "1.109.0"
+
+
+def litellm_lacks(*, async_flag: bool = False, stream_cost: bool = False) -> list[str]:
+    """What the installed litellm lacks of what a test asks."""
+    from packaging.version import Version
+
+    release = _release("litellm")
+    if release is None or Version(release) >= Version(_LITELLM_BEHAVIOURS):
+        return []
+    missing = []
+    if async_flag:
+        missing.append(f"litellm {release}'s completion(acompletion=True) fails without "
+                       "otelmw too (no logging object unless acompletion() made one)")
+    if stream_cost:
+        missing.append(f"litellm {release} puts no response_cost on a stream's chunks")
+    return missing
+
+
+def lacks_behaviour(missing: list[str]) -> pytest.MarkDecorator:
+    """Skip on a release whose host itself does not do what the test checks (the
+    reasons in ``missing``, measured without otelmw)."""
+    return pytest.mark.skipif(bool(missing), reason="; ".join(missing)
+                              + " (the host's own behaviour there: nothing to observe)")

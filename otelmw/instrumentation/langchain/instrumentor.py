@@ -25,7 +25,7 @@ _PREGEL = "langgraph.pregel.main"
 class LangChainInstrumentor(OtelmwInstrumentor):
     """``otelmw_langchain`` (see the package docstring)."""
 
-    dependencies = ("langchain >= 1.5.2, < 2",)
+    dependencies = ("langchain >= 1.3.0, < 2",)
     entry_point = "otelmw_langchain"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:

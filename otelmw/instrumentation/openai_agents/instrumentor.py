@@ -15,7 +15,7 @@ class OpenAIAgentsInstrumentor(OtelmwInstrumentor):
     """``otelmw_openai_agents`` (see the package docstring)."""
 
     root_module = "agents"
-    dependencies = ("openai-agents >= 0.24.0, < 0.25",)
+    dependencies = ("openai-agents >= 0.20.0, < 0.25",)
     entry_point = "otelmw_openai_agents"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:

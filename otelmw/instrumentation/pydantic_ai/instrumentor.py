@@ -33,7 +33,7 @@ class PydanticAIInstrumentor(OtelmwInstrumentor):
     """``otelmw_pydantic_ai`` (see the package docstring)."""
 
     root_module = "pydantic_ai"
-    dependencies = ("pydantic-ai-slim >= 2.68.0, < 3",)
+    dependencies = ("pydantic-ai-slim >= 2.62.0, < 3",)
     entry_point = "otelmw_pydantic_ai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
