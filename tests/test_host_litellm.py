@@ -346,7 +346,6 @@ def test_a_streamed_messages_acreate_ends_its_span_once(
     assert len(tel.finished()) == 1  # ended once
 
 
-@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("stream", [False, pytest.param(True, marks=lacks_behaviour(
     litellm_lacks(stream_cost=True)))])
 def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: Telemetry,
