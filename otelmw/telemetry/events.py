@@ -88,7 +88,9 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any,
         outputs = collected.messages() if collected is not None else output_messages(response)
         output = fit(outputs) if outputs else None
     if with_request_extras:
-        return rendered._replace(output_messages=output)
+        # (the chat span rendered the output too, the usual case: nothing to replace)
+        return rendered if output is rendered.output_messages else rendered._replace(
+            output_messages=output)
     return ChatMessages(rendered.input_messages, output, None, None)
 
 
