@@ -88,8 +88,21 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any,
         outputs = collected.messages() if collected is not None else output_messages(response)
         output = fit(outputs) if outputs else None
     if with_request_extras:
-        return rendered._replace(output_messages=output)
+        # (the chat span rendered the output too, the usual case: nothing to replace)
+        return rendered if output is rendered.output_messages else rendered._replace(
+            output_messages=output)
     return ChatMessages(rendered.input_messages, output, None, None)
+
+
+def _plain(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attributes`` as a dict when their mapping copies itself into one (the SDK's
+    ``BoundedAttributes`` behind a span's ``attributes`` view), else as they are."""
+    copy = getattr(attributes, "copy", None)
+    if copy is not None:
+        plain = copy()
+        if type(plain) is dict:
+            return plain
+    return attributes
 
 
 def _text(fitted: MessageValue | None) -> str | None:
@@ -147,7 +160,10 @@ class InferenceEvents:
         attrs: dict[str, Any] = dict(op.attrs)  # present whether or not the span records
         recorded = getattr(op.span, "attributes", None)  # an SDK span: all it recorded
         if recorded:
-            attrs.update(recorded)
+            # The SDK span's attributes are a read-only view of a ``BoundedAttributes``,
+            # which reads key by key in Python; its ``copy()`` is a plain dict copy
+            # (benchmark 6: ~16 attributes read per call, every call with the event).
+            attrs.update(_plain(recorded))
             for key in _SPAN_CONTENT_KEYS:  # (set again below, from the structured form)
                 attrs.pop(key, None)
         # On events the conventions want these structured, not as JSON text.
