@@ -138,6 +138,39 @@ def test_span_only(harnesses: list[TelemetryHarness], mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("changed_by", ["tool_request", "tool_execution"])
+def test_the_tool_span_shows_the_arguments_the_tool_got(
+        harnesses: list[TelemetryHarness], mode: str, changed_by: str) -> None:
+    """``gen_ai.tool.call.arguments`` is the effective arguments: after a
+    ``tool_request`` rewrite, or a wrapper passing others on, what the tool received."""
+    h = make(SPAN_ONLY)
+    harnesses.append(h)
+    p = h.pipeline
+    if changed_by == "tool_request":
+        p.registry.add_middleware(
+            "tool_request", lambda **kw: {"args": {**kw["args"], "query": "rewritten"}},
+            plugin="x")
+    else:
+        p.registry.add_middleware(
+            "tool_execution", lambda **kw: kw["next_call"]({**kw["args"], "query": "passed"}),
+            plugin="x")
+    got: list[Any] = []
+
+    def tool(a: Any) -> str:
+        got.append(dict(a))
+        return "ok"
+
+    if mode == "sync":
+        p.run_tool(TOOL, {"query": CANARY_ARGS}, tool)
+    else:
+        asyncio.run(p.arun_tool(TOOL, {"query": CANARY_ARGS}, tool))
+    (received,) = got
+    assert received["query"] != CANARY_ARGS  # the test's premise: the tool got others
+    span = h.one(f"execute_tool {TOOL}")
+    assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == received
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_event_only(harnesses: list[TelemetryHarness], mode: str) -> None:
     h = make(EVENT_ONLY)
     harnesses.append(h)

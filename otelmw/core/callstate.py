@@ -120,8 +120,14 @@ def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
     """A tool call's base call (as ``llm_base_steps``) that adds its own duration to
     ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it); in
     an asynchronous call the await of what ``execute`` returns is part of it. Only in
-    here is the call the tool call in flight (``tool_in_flight``)."""
-    p = request if p is original else _base_payload(p, request)
+    here is the call the tool call in flight (``tool_in_flight``), and the observer hears
+    of the arguments the tool actually gets when they are not the original ones."""
+    if p is original:
+        p = request
+    else:
+        p = _base_payload(p, request)
+        if in_flight.observer is not None:
+            in_flight.observer.request_rewritten(in_flight.call, p)
     token = _tool_in_flight.set(in_flight)
     t0 = perf_counter()
     try:

@@ -67,9 +67,10 @@ class PipelineObserver(Protocol):
         span, and the host ends it."""
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
-        """The request of an LLM call changed since ``call_started`` (a request
-        stage rewrote it, or a wrapper passed another one on): ``request`` is the
-        one that goes to the provider. Reported only when the object changed."""
+        """The request of an LLM call, or the arguments of a tool call, changed since
+        ``call_started`` (a request stage rewrote it, or a wrapper passed another one on):
+        ``request`` is the one that goes to the provider, or to the tool. Reported only
+        when the object changed."""
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         """The call left the pipeline. Returns the result to hand back (it may

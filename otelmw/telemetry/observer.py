@@ -80,7 +80,6 @@ class TelemetryObserver:
         self._by_operation: dict[str, OperationSpans] = {
             a.OP_CHAT: self.chat, a.OP_EMBEDDINGS: self.embeddings}
 
-        self.request_rewritten = self.chat.request_rewritten
         self.call_enriched = self.chat.enriched
         self.tool_result = self.tools.result
         self.tool_enriched = self.tools.enriched
@@ -137,6 +136,12 @@ class TelemetryObserver:
         except Exception as exc:
             self.signals.internal_failure("call_adopted", exc)
             return None
+
+    def request_rewritten(self, call: CallInfo, request: Any) -> None:
+        if call.operation == a.OP_EXECUTE_TOOL:
+            self.tools.arguments_rewritten(call, request)
+        else:
+            self.chat.request_rewritten(call, request)
 
     def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
         op = call.observation

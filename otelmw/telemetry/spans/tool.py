@@ -74,6 +74,18 @@ class ToolSpans:
                 extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
 
+    def arguments_rewritten(self, call: CallInfo, args: Any) -> None:
+        """The tool gets other arguments than it was called with (a ``tool_request``
+        rewrite, a wrapper): under capture the span shows the ones it got."""
+        op = call.observation
+        if not isinstance(op, OpState) or not self.content.on_spans:
+            return
+        try:
+            if op.span.is_recording():
+                op.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, self.content.render(args))
+        except Exception as exc:
+            self.signals.internal_failure("tool_arguments", exc)
+
     def result(self, call: CallInfo, normalized: NormalizedToolResult, status: str) -> None:
         """The normalized result: ``status`` ``ok``, ``error`` or ``blocked``."""
         op = call.observation
