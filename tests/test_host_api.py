@@ -83,16 +83,19 @@ def test_adapters_use_only_the_public_core_api(path: Path) -> None:
     assert violations(path) == []
 
 
-def test_the_public_api_is_typed_without_any() -> None:
-    # the host API's signatures say what payloads, tokens and results are
-    from otelmw.core import host
+def test_the_public_api_and_the_seam_are_typed_without_any() -> None:
+    # the host API's and the observer protocol's signatures say what payloads, tokens,
+    # attributes and results are
+    from otelmw.core import host, seam
 
-    for name in host.__all__:
-        value = getattr(host, name)
+    for name in [*host.__all__, "seam.PipelineObserver"]:
+        value = seam.PipelineObserver if name.startswith("seam.") else getattr(host, name)
         members = [value] if inspect.isfunction(value) else [
             m for n, m in vars(value).items() if inspect.isfunction(m) and (
                 not n.startswith("_") or n == "__init__")] if inspect.isclass(value) else []
         for member in members:
+            if member.__name__ == "_no_init_or_replace_init":  # a Protocol's own __init__
+                continue
             annotations = inspect.get_annotations(member)
             assert annotations, f"{name}.{member.__name__} has no annotations"
             assert not [k for k, v in annotations.items() if "Any" in str(v)], (

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Literal, TypeAlias, TypeVar
+from typing import Literal, TypeVar, cast
 
 from . import callstate, contract, seam
 from .contract import CallInfo
@@ -38,7 +38,7 @@ from .payloads import changed_keys
 from .pipeline import Pipeline, get_pipeline
 from .registry import Layer, make_layer
 from .results import NormalizedToolResult
-from .seam import NO_VALUE, NoValue
+from .seam import NO_VALUE, AttributeValue, NoValue, Payload
 from .tool_calls import BLOCKED_KEY
 
 __all__ = [
@@ -70,9 +70,6 @@ __all__ = [
     "unopened_call",
 ]
 
-#: A request, tool arguments or hook payload as the host hands it over: otelmw reads
-#: it (renders it under content capture, digests it) and never changes it.
-Payload: TypeAlias = object
 R = TypeVar("R")
 X = TypeVar("X")
 
@@ -80,8 +77,6 @@ RewriteOutcome = Literal["rewritten", "unchanged", "failed", "error"]
 WrapperOutcome = Literal["passed", "short_circuit", "failed_before_next",
                          "failed_after_next", "error"]
 ToolStatus = Literal["ok", "error", "blocked"]
-#: A value of a host's own span attribute (``describe_call``, ``open_step``).
-AttributeValue: TypeAlias = str | bool | int | float
 
 
 def observing(pipeline: Pipeline | None = None) -> bool:
@@ -266,8 +261,8 @@ class HostCall:
         wrapped so its end is observed)."""
         if self._obs is None:
             return result
-        out: R = self._obs.call_finished(self.call, result, error)
-        return out
+        # the result, or a wrapper that behaves as it (a stream whose end is observed)
+        return cast(R, self._obs.call_finished(self.call, result, error))
 
 
 def open_call(call: CallInfo, payload: Payload,
@@ -324,8 +319,7 @@ class HostStep:
         if obs is None or token is None:
             return result
         self._token = None
-        out: R = obs.step_finished(token, result, error)
-        return out
+        return cast(R, obs.step_finished(token, result, error))  # as call_finished
 
 
 def open_step(name: str, attributes: Mapping[str, AttributeValue],
@@ -365,8 +359,7 @@ def enrich_llm_call(call: CallInfo, raw_response: R, server_address: str | None,
     obs = (pipeline or get_pipeline()).observer
     if obs is None:
         return raw_response
-    out: R = obs.call_enriched(call, raw_response, server_address, server_port)
-    return out
+    return cast(R, obs.call_enriched(call, raw_response, server_address, server_port))
 
 
 _current_tool_call: contextvars.ContextVar[HostCall | None] = contextvars.ContextVar(
@@ -386,11 +379,7 @@ def current_tool_call() -> HostCall | None:
     return None if running is None else HostCall(running.observer, running.call)
 
 
-#: An attribute value a nested tool protocol reports (what OpenTelemetry accepts).
-ToolAttribute: TypeAlias = "str | bool | int | float | Sequence[str]"
-
-
-def enrich_tool_call(call: HostCall, attributes: Mapping[str, ToolAttribute]) -> None:
+def enrich_tool_call(call: HostCall, attributes: Mapping[str, AttributeValue]) -> None:
     """A nested tool protocol (the MCP client under a framework's tool call) adds what
     it knows (its protocol's attributes) to ``call``'s ``execute_tool`` span; the
     call's result is still the host's to report."""

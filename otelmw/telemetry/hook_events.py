@@ -8,6 +8,7 @@ hook points — the host instrumentors decide that), ``all`` or ``none``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import _logs
@@ -29,7 +30,7 @@ class HookEventEmitter:
         self.signals = signals
         self.logger, self.content = signals.logger, signals.content
 
-    def fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+    def fired(self, call: CallInfo, hook_name: str, payload: Mapping[str, Any],
               failures: int) -> None:
         try:
             # Nothing to build (attributes, digests) when no log processor listens.
@@ -40,7 +41,7 @@ class HookEventEmitter:
         except Exception as exc:
             self.signals.internal_failure("hook_fired", exc)
 
-    def _emit(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+    def _emit(self, call: CallInfo, hook_name: str, payload: Mapping[str, Any],
                    failures: int) -> None:
         # The payload's own schema versions when it carries them (a host's
         # hooks, e.g. Hermes' ``hermes.observer.v1``), else otelmw's.

@@ -139,12 +139,13 @@ class LayerSpans:
         span.set_attributes({value_key: text, mime_key: mime_type(text)})
         return text
 
-    def finished(self, call: CallInfo, token: LayerToken | None, outcome: str,
+    def finished(self, call: CallInfo, token: object, outcome: str,
                  error: BaseException | None, result: Any = NO_VALUE,
                  end_attributes: dict[str, Any] | None = None) -> None:
         """``wrapper_finished`` (and the end of every rewrite span, which gives its
-        ``end_attributes`` when it has facts of its own)."""
-        if token is None:
+        ``end_attributes`` when it has facts of its own). ``token``: what ``started``
+        returned (``None`` when it opened no span)."""
+        if not isinstance(token, LayerToken):
             return
         try:
             span = token.span
@@ -170,10 +171,10 @@ class LayerSpans:
         except Exception as exc:
             self.signals.internal_failure("layer_finished", exc)
 
-    def rewrite_finished(self, call: CallInfo, token: LayerToken | None, outcome: str,
+    def rewrite_finished(self, call: CallInfo, token: object, outcome: str,
                          changed_keys: list[str], source: str | None, reason: str | None,
                          error: BaseException | None, payload: Any = NO_VALUE) -> None:
-        if token is None:
+        if not isinstance(token, LayerToken):
             return
         shown = token.input_value
         if outcome == UNCHANGED:  # the usual case: nothing but the outcome

@@ -84,16 +84,16 @@ class StepSpans:
             self.signals.internal_failure("step_started", exc)
             return None
 
-    def described(self, token: StepToken | None, attributes: Mapping[str, Any]) -> None:
+    def described(self, token: object, attributes: Mapping[str, Any]) -> None:
         try:
-            if token is not None and token.span.is_recording():
+            if isinstance(token, StepToken) and token.span.is_recording():
                 token.span.set_attributes(host_attributes(attributes))
         except Exception as exc:
             self.signals.internal_failure("step_described", exc)
 
-    def finished(self, token: StepToken | None, result: Any,
+    def finished(self, token: object, result: Any,
                  error: BaseException | None) -> Any:
-        if token is None:
+        if not isinstance(token, StepToken):
             return result
         try:
             safe_detach(token.context_token)

@@ -5,6 +5,7 @@ returns (``finish``) with the ``gen_ai.execute_tool.duration`` point."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.trace import SpanKind, get_current_span
@@ -132,7 +133,7 @@ class ToolSpans:
                                        a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
                                        a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
-    def enriched(self, call: CallInfo, attributes: dict[str, Any]) -> None:
+    def enriched(self, call: CallInfo, attributes: Mapping[str, Any]) -> None:
         """A nested tool protocol's attributes (MCP's under a framework's tool call) on
         the call's span; values OpenTelemetry cannot take are left out."""
         op = call.observation

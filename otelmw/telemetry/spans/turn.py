@@ -105,18 +105,19 @@ class TurnSpans:
             self.signals.internal_failure("turn_started", exc)
             return None
 
-    def left(self, token: TurnToken) -> None:
+    def left(self, token: object) -> None:
         """A context still holding a finished turn (its starter's thread when it
         was finished on another, a thread it started) leaves it: back to the
         OpenTelemetry context from before the turn."""
         try:
-            restore_context(token.context_token)
+            if isinstance(token, TurnToken):
+                restore_context(token.context_token)
         except Exception as exc:
             self.signals.internal_failure("turn_left", exc)
 
-    def finished(self, token: TurnToken | None, error: BaseException | None,
+    def finished(self, token: object, error: BaseException | None,
                  failed: bool) -> None:
-        if token is None:
+        if not isinstance(token, TurnToken):
             return
         try:
             span = token.span
