@@ -529,10 +529,19 @@ class MCP(Host):
 
         McpInstrumentor().instrument(tracer_provider=tp)
 
-    def server(self) -> Any:
+    def server_class(self) -> Any:
         from mcp.server.mcpserver import MCPServer
 
-        server = MCPServer("weather")
+        return MCPServer
+
+    def connected(self, server: Any) -> Any:
+        """An async context manager: a client session of ``server``, in process."""
+        from mcp import Client
+
+        return Client(server)
+
+    def server(self) -> Any:
+        server = self.server_class()("weather")
 
         @server.tool()
         def get_weather(city: str) -> str:
@@ -543,9 +552,7 @@ class MCP(Host):
 
     @contextlib.asynccontextmanager
     async def aturn(self) -> Any:
-        from mcp import Client
-
-        async with Client(self.server()) as client:
+        async with self.connected(self.server()) as client:
             async def turn() -> Any:
                 result = await client.call_tool("get_weather", {"city": "Paris"})
                 return result.content[0].text
@@ -563,28 +570,15 @@ class MCP1(MCP):
     venv = "mcp1"
     peers = {"openllmetry": "OpenLLMetry mcp 0.62.4"}
 
-    def server(self) -> Any:
+    def server_class(self) -> Any:
         from mcp.server.fastmcp import FastMCP
 
-        server = FastMCP("weather")
+        return FastMCP
 
-        @server.tool()
-        def get_weather(city: str) -> str:
-            """Current weather for a city."""
-            return get_weather_text(city)
-
-        return server
-
-    @contextlib.asynccontextmanager
-    async def aturn(self) -> Any:
+    def connected(self, server: Any) -> Any:
         from mcp.shared.memory import create_connected_server_and_client_session
 
-        async with create_connected_server_and_client_session(self.server()) as session:
-            async def turn() -> Any:
-                result = await session.call_tool("get_weather", {"city": "Paris"})
-                return result.content[0].text
-
-            yield turn
+        return create_connected_server_and_client_session(server)
 
 
 HOST_LIST: list[Host] = [LangChain(), LiteLLM(), OpenAIAgents(), PydanticAI(), MCP(), MCP1()]
