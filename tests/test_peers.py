@@ -321,16 +321,25 @@ def test_a_peer_beside_otelmw_is_announced_and_doubles_what_the_notice_says(
     assert prompt_recorded(theirs) is case.records_prompt
     assert not prompt_recorded(ours)  # otelmw's content capture is off by default
     assert ("records" in notice or "recording" in notice) is case.records_prompt
+    # the value it names turns the peer off, and otelmw keeps its span
+    off = assert_metrics_and_turned_off_as_said(run, case, notice, key, tmp_path)
+    assert off.theirs(case) == []
+    assert len(off.ours()) == 1 and len(duration_scopes(off)) == 1
+
+
+def assert_metrics_and_turned_off_as_said(run: PeerRun, case: PeerCase, notice: str, key: str,
+                                           tmp_path: Path) -> PeerRun:
+    """The duration points double exactly when the notice says so, and the value the
+    notice names for the peer turns it off (no notice then); the run without it."""
     assert len(duration_scopes(run)) == (2 if case.metrics else 1), duration_scopes(run)
     assert ("gen_ai.client.operation.duration" in notice) is case.metrics
-    # the value it names turns the peer off, and otelmw keeps its span
     values = disabling_values(notice)
     assert values["it"] == case.entry_point, values
     assert values["otelmw's"] == f"otelmw_{case.library}", values
     off = run_program(case.library, peer_site(key), tmp_path / "off",
                       OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
-    assert off.notices() == [] and off.theirs(case) == []
-    assert len(off.ours()) == 1 and len(duration_scopes(off)) == 1
+    assert off.notices() == []
+    return off
 
 
 HOST_MARKERS = {"litellm": ("litellm", "openai"), "langchain": ("langchain", "openai"),
@@ -361,14 +370,8 @@ def test_a_peer_of_a_host_beside_otelmw_is_announced_and_adds_what_the_notice_sa
     assert named and any(prompt_recorded(s) for s in named) is case.records_prompt
     assert not prompt_recorded(ours)
     assert ("records" in notice or "recording" in notice) is case.records_prompt
-    assert len(duration_scopes(run)) == (2 if case.metrics else 1), duration_scopes(run)
-    assert ("gen_ai.client.operation.duration" in notice) is case.metrics
-    values = disabling_values(notice)
-    assert values["it"] == case.entry_point, values
-    assert values["otelmw's"] == f"otelmw_{case.library}", values
-    off = run_program(case.library, peer_site(key), tmp_path / "off",
-                      OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
-    assert off.notices() == [] and len(off.ours(case.ours)) == 1
+    off = assert_metrics_and_turned_off_as_said(run, case, notice, key, tmp_path)
+    assert len(off.ours(case.ours)) == 1
     assert [s for s in off.spans if not s.scope_name.startswith("otelmw")] == []
 
 
