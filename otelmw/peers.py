@@ -88,7 +88,9 @@ PEERS: dict[str, Peer] = {
         f"(`generation`), {_OPENINFERENCE_CONTENT}"),
     "opentelemetry-instrumentation-mcp": Peer(
         "OpenLLMetry", "otelmw_mcp",
-        "no span of its own on mcp 2.x: its import hook fails there (`streamablehttp_client` "
+        "on mcp 1.x a span of its own for each tool the server runs (`{tool}.tool`, "
+        "recording its arguments and result) and for each other request (`{method}.mcp`); "
+        "on mcp 2.x no span of its own: its import hook fails there (`streamablehttp_client` "
         "is gone) and otelmw's client-side `execute_tool` span is lost with it"),
 }
 # OpenInference's pydantic-ai package is no instrumentor (no entry point): it converts

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,10 @@ from _support.scripted_llm import ScriptedLLMServer
 # peers start there too and add the same as beside the newest SDKs.
 pytestmark = [pytest.mark.timeout(600)]
 SDK_FLOOR_ENV = os.environ.get("OTELMW_TEST_ENV", "").startswith("sdk-")
+try:
+    MCP_MAJOR = int(metadata.version("mcp").split(".")[0])
+except metadata.PackageNotFoundError:  # the mcp tests are deselected there
+    MCP_MAJOR = 0
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "peers"
@@ -94,9 +99,13 @@ print("ANSWER", reply.final_output)
 """,
     "mcp": """\
 import asyncio, sys
-from mcp import Client
-from mcp.server.mcpserver import MCPServer
-server = MCPServer("peer")
+try:  # mcp 2.x: the in-process Client
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer as Server
+except ImportError:  # mcp 1.x: a ClientSession over the SDK's in-memory streams
+    from mcp.server.fastmcp import FastMCP as Server
+    from mcp.shared.memory import create_connected_server_and_client_session as Client
+server = Server("peer")
 
 @server.tool()
 def add(a: int, b: int) -> int:
@@ -376,6 +385,7 @@ def test_a_peer_of_a_host_beside_otelmw_is_announced_and_adds_what_the_notice_sa
 
 
 @pytest.mark.host("mcp")
+@pytest.mark.skipif(MCP_MAJOR < 2, reason="mcp 2.x behaviour (on mcp 1.x: the test below)")
 def test_openllmetry_mcp_on_mcp_2_breaks_otelmws_client_span_as_the_notice_says(
         tmp_path: Path) -> None:
     """OpenLLMetry's mcp 0.62.4 declares any mcp; on mcp 2.x its import hook raises
@@ -394,6 +404,29 @@ def test_openllmetry_mcp_on_mcp_2_breaks_otelmws_client_span_as_the_notice_says(
     off = run_program("mcp", peer_site("openllmetry-mcp"), tmp_path / "off",
                       OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
     assert off.notices() == [] and len(off.ours("execute_tool add")) == 1
+
+
+@pytest.mark.host("mcp")
+@pytest.mark.skipif(MCP_MAJOR >= 2, reason="mcp 1.x behaviour (on mcp 2.x: the test above)")
+def test_openllmetry_mcp_on_mcp_1_adds_a_span_per_tool_the_server_runs_as_the_notice_says(
+        tmp_path: Path) -> None:
+    """On mcp 1.x OpenLLMetry's mcp instruments: the tool the server runs gets a span of
+    its own (``add.tool``) beside otelmw's, which are all there; turned off, none."""
+    run = run_program("mcp", peer_site("openllmetry-mcp"), tmp_path)
+    (notice,) = run.notices()
+    assert "opentelemetry-instrumentation-mcp 0.62.4 (OpenLLMetry)" in notice
+    assert "on mcp 1.x a span of its own for each tool the server runs (`{tool}.tool`" in notice
+    theirs = [s for s in run.spans if not s.scope_name.startswith("otelmw")]
+    assert "add.tool" in [s.name for s in theirs]
+    tool = next(s for s in theirs if s.name == "add.tool")
+    assert {"traceloop.entity.input", "traceloop.entity.output"} <= set(tool.attributes)
+    assert len(run.ours("execute_tool add")) == 2  # the client's and the server's
+    values = disabling_values(notice)
+    assert values["it"] == "mcp"
+    off = run_program("mcp", peer_site("openllmetry-mcp"), tmp_path / "off",
+                      OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=values["it"])
+    assert off.notices() == [] and len(off.ours("execute_tool add")) == 2
+    assert [s for s in off.spans if not s.scope_name.startswith("otelmw")] == []
 
 
 @pytest.mark.host("openai")
