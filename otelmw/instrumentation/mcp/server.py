@@ -89,48 +89,15 @@ class ToolCallMiddleware:
         except Exception as exc:
             failed("tools/call", exc)
             return await call_next(ctx)
-        outcome = ChainOutcome()
 
-        async def execute(tool_args: Any) -> Any:
-            outcome.sent = True
+        async def send(tool_args: Any) -> Any:
             forwarded = ctx if tool_args == arguments else dataclasses.replace(
                 ctx, params={**params, "arguments": tool_args})
-            outcome.raw = await call_next(forwarded)
-            return outcome.raw
+            return await call_next(forwarded)
 
-        start = time.perf_counter()
-        error: str | None = None
-        token = otel_context.attach(parent) if parent is not None else None
-        out_token = chain_outcome.set(outcome)
-        try:
-            opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
-                                        tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
-                                        runtime_id=RUNTIME_ID), arguments,
-                               on_host_span=on_sdk_span)
-            enrich_tool_call(opened, attrs)
-            out = await get_pipeline().arun_tool(name, arguments, execute,
-                                                 runtime_id=RUNTIME_ID, raise_errors=True,
-                                                 call=opened.call)
-            answer, is_error = answer_of(out, outcome)
-            if answer is outcome.raw and (outcome.sent or outcome.normalized is not None):
-                result = answer
-            else:
-                result = self._wire(ctx, error_result(answer, is_error))
-            if result_is_error(result):
-                error = "tool_error"
-            return result
-        except BaseException as exc:
-            error = type(exc).__qualname__
-            raise
-        finally:
-            chain_outcome.reset(out_token)
-            if token is not None:
-                otel_context.detach(token)
-            point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
-            point.pop(a.JSONRPC_REQUEST_ID, None)  # per request: not a metric dimension
-            if error is not None:
-                point[a.ERROR_TYPE] = error
-            record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
+        return await served_tool_call(
+            name, arguments, send, attrs, parent, on_sdk_span,
+            lambda answer, is_error: self._wire(ctx, error_result(answer, is_error)))
 
     def _wire(self, ctx: Any, result: Any) -> Any:
         """otelmw's own answer (a block, a transformed result) in the wire shape the
@@ -162,6 +129,55 @@ def _server_attributes(ctx: Any) -> dict[str, Any]:
     return attrs
 
 
+async def served_tool_call(name: str, arguments: Any, send: Callable[[Any], Awaitable[Any]],
+                           attrs: dict[str, Any], parent: Any, on_sdk_span: bool,
+                           own_answer: Callable[[Any, bool], Any]) -> Any:
+    """One inbound ``tools/call`` through the pipeline, in the client's trace (``parent``,
+    or the SDK's own server span when ``on_sdk_span``): ``send(arguments)`` is the SDK's
+    own handling of the call (the tool), and ``own_answer(text, is_error)`` what the
+    SDK expects back when otelmw answers instead (a block, a transformed result). The
+    server's duration point is recorded whatever happens."""
+    outcome = ChainOutcome()
+
+    async def execute(tool_args: Any) -> Any:
+        outcome.sent = True
+        outcome.raw = await send(tool_args)
+        return outcome.raw
+
+    start = time.perf_counter()
+    error: str | None = None
+    token = otel_context.attach(parent) if parent is not None else None
+    out_token = chain_outcome.set(outcome)
+    try:
+        opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
+                                    tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
+                                    runtime_id=RUNTIME_ID), arguments,
+                           on_host_span=on_sdk_span)
+        enrich_tool_call(opened, attrs)
+        out = await get_pipeline().arun_tool(name, arguments, execute, runtime_id=RUNTIME_ID,
+                                             raise_errors=True, call=opened.call)
+        answer, is_error = answer_of(out, outcome)
+        if answer is outcome.raw and (outcome.sent or outcome.normalized is not None):
+            result = answer
+        else:
+            result = own_answer(answer, is_error)
+        if result_is_error(result):
+            error = "tool_error"
+        return result
+    except BaseException as exc:
+        error = type(exc).__qualname__
+        raise
+    finally:
+        chain_outcome.reset(out_token)
+        if token is not None:
+            otel_context.detach(token)
+        point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
+        point.pop(a.JSONRPC_REQUEST_ID, None)  # per request: not a metric dimension
+        if error is not None:
+            point[a.ERROR_TYPE] = error
+        record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
+
+
 # ------------------------------------------------------------------------- 1.x
 
 async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -184,38 +200,9 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
     except Exception as exc:
         failed("ToolManager.call_tool", exc)
         return await wrapped(*args, **kwargs)
-    outcome = ChainOutcome()
 
-    async def execute(tool_args: Any) -> Any:
-        outcome.sent = True
-        outcome.raw = await wrapped(name, tool_args, *rest_args, **rest)
-        return outcome.raw
+    async def send(tool_args: Any) -> Any:
+        return await wrapped(name, tool_args, *rest_args, **rest)
 
-    start = time.perf_counter()
-    error: str | None = None
-    token = otel_context.attach(parent) if parent is not None else None
-    out_token = chain_outcome.set(outcome)
-    try:
-        opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
-                                    tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
-                                    runtime_id=RUNTIME_ID), arguments)
-        enrich_tool_call(opened, attrs)
-        out = await get_pipeline().arun_tool(name, arguments, execute, runtime_id=RUNTIME_ID,
-                                             raise_errors=True, call=opened.call)
-        answer, is_error = answer_of(out, outcome)
-        if answer is outcome.raw and (outcome.sent or outcome.normalized is not None):
-            return answer
-        error = "tool_error" if is_error else None
-        return error_result(answer, is_error)  # the SDK passes a CallToolResult on as is
-    except BaseException as exc:
-        error = type(exc).__qualname__
-        raise
-    finally:
-        chain_outcome.reset(out_token)
-        if token is not None:
-            otel_context.detach(token)
-        point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
-        point.pop(a.JSONRPC_REQUEST_ID, None)
-        if error is not None:
-            point[a.ERROR_TYPE] = error
-        record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
+    # the SDK passes a CallToolResult on as is
+    return await served_tool_call(name, arguments, send, attrs, parent, False, error_result)
