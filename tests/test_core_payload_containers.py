@@ -144,7 +144,9 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
     def request_mw(**kw: Any) -> Any:
         _read_missing(kw[key])
         allowed.append(_try_all(kw[key]) + _try_all(kw[orig]))
-        return {key: {**kw[key], "added": 1}} if rewrite else None
+        # keeps every value, adds one, and puts the held container under a new key
+        held_view = kw[key]["extra"]["held"] if op == "llm" else kw[key]["held"]
+        return {key: {**kw[key], "added": 1, "moved": held_view}} if rewrite else None
 
     def execution_mw(next_call: Any, **kw: Any) -> Any:
         allowed.append(_try_all(kw[key]) + _try_all(kw[orig]))
@@ -169,9 +171,12 @@ def test_no_callback_can_corrupt_the_originals(kind: str, op: str, mode: str,
     if not rewrite:
         assert seen is host  # nothing rewritten: the host's own object
         return
-    # Rewritten: a mutable copy of the same types and content, not the host's objects.
+    # Rewritten: a new top-level dict. A value the rewrite kept is the host's own object,
+    # as when nothing is rewritten; one it placed anew is a mutable copy of the same
+    # types and content, not the host's object.
     assert seen is not host and seen["added"] == 1
-    held = seen["extra"]["held"] if op == "llm" else seen["held"]
+    assert all(seen[k] is host[k] for k in host)
+    held = seen["moved"]
     assert type(held) is type(value) or (kind == "Counter" and type(held) is dict)
     assert _content(held) == _content(value)
     if kind != "memoryview":  # a read-only view of the host's buffer, by design

@@ -14,7 +14,7 @@ from . import contract as c
 from .contract import current_llm_call as current_llm_call
 from .contract import reset_current_llm_call as reset_current_llm_call
 from .contract import set_current_llm_call as set_current_llm_call
-from .payloads import FrozenDict, thaw
+from .payloads import FrozenDict, thaw, thaw_rewrite
 from .steps import Steps
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def llm_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
             obs.request_rewritten(call, p)
     token = set_current_llm_call(call)
     try:
-        r = execute(request if p is original else _base_payload(p, request))
+        r = execute(request if p is original else _base_payload(p, request, original))
         if awaits and isawaitable(r):
             r = yield r
         return r
@@ -89,9 +89,12 @@ def discard_awaitable(value: Any) -> None:
         pass
 
 
-def _base_payload(p: Any, request: Any) -> Any:
-    """A rewritten payload as the base call gets it: plain mutable structures."""
-    if isinstance(p, FrozenDict) or (isinstance(p, dict) and p is not request):
+def _base_payload(p: Any, request: Any, original: Any) -> Any:
+    """A rewritten payload as the base call gets it: plain mutable structures, where
+    what the rewrite kept of the ``original`` (``freeze(request)``) is the host's own."""
+    if isinstance(p, FrozenDict):
+        return thaw_rewrite(p, original, request)
+    if isinstance(p, dict) and p is not request:
         return thaw(p)
     return p
 
@@ -125,7 +128,7 @@ def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
     if p is original:
         p = request
     else:
-        p = _base_payload(p, request)
+        p = _base_payload(p, request, original)
         if in_flight.observer is not None:
             in_flight.observer.request_rewritten(in_flight.call, p)
     token = _tool_in_flight.set(in_flight)

@@ -15,6 +15,7 @@ object untouched when nothing was rewritten.
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict, deque
+from operator import is_
 from typing import Any, NoReturn
 
 
@@ -254,8 +255,9 @@ def _freeze(value: Any, memo: dict[int, Any]) -> Any:
         list.extend(out_l, [v if type(v) in _SCALARS else _freeze(v, memo)
                             for v in list.__iter__(value)])
         return out_l
-    if t is tuple:
-        return tuple(v if type(v) in _SCALARS else _freeze(v, memo) for v in value)
+    if t is tuple:  # the tuple itself when its items already are read-only
+        items = tuple(v if type(v) in _SCALARS else _freeze(v, memo) for v in value)
+        return value if all(map(is_, items, value)) else items
     if isinstance(value, deque):
         key = id(value)
         if key in memo:
@@ -275,6 +277,27 @@ def thaw(value: Any) -> Any:
     defaultdict)."""
     try:
         return _thaw(value, {})
+    except RecursionError:
+        return value
+
+
+def thaw_rewrite(value: Any, frozen_original: Any, original: Any) -> Any:
+    """``thaw(value)`` for the base call, where ``value`` is a rewrite of
+    ``frozen_original`` (``freeze(original)``): each top-level value the rewrite kept
+    (the very frozen sub-tree it was handed) is the host's own object, as the base call
+    gets it when nothing is rewritten; only what the rewrite changed is copied. A
+    rewrite of one setting of a chat request then copies no message."""
+    if type(value) is not FrozenDict or type(frozen_original) is not FrozenDict or (
+            type(original) is not dict):
+        return thaw(value)
+    try:
+        memo: dict[int, Any] = {}
+        out = {}
+        for k, v in dict.items(value):
+            kept = dict.get(frozen_original, k, _NOT_A_LEAF)
+            out[k] = (dict.__getitem__(original, k) if kept is v and k in original
+                      else _thaw(v, memo))
+        return out
     except RecursionError:
         return value
 
