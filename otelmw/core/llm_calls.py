@@ -20,10 +20,10 @@ from .callstate import (
 from .execution import execution_steps
 from .failures import FailureLog, safe_str
 from .hooks import all_hook_events, hook_steps
-from .memory import MemoryAdapter
 from .payloads import freeze
 from .registry import Layer, LayerRegistry
 from .results import (
+    MemoryAdapter,
     NormalizerRegistry,
 )
 from .rewrites import rewrite_steps

@@ -21,9 +21,8 @@ from .callstate import current_llm_call
 from .embedding_calls import EmbeddingCalls
 from .failures import FailureLog
 from .llm_calls import LLMCalls
-from .memory import MemoryAdapter
 from .registry import LayerRegistry
-from .results import NormalizerRegistry, get_default_middleware_registry
+from .results import MemoryAdapter, NormalizerRegistry, get_default_middleware_registry
 from .seam import PipelineObserver
 from .tool_calls import ToolArgumentsError, ToolCalls, parse_arguments
 

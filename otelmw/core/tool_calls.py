@@ -21,10 +21,10 @@ from .callstate import (
 from .execution import execution_steps
 from .failures import MEMORY, FailureLog, describe, exported_from
 from .hooks import all_hook_events, block_message, first, hook_steps, plain_string
-from .memory import MemoryAdapter
 from .payloads import freeze
 from .registry import Layer, LayerRegistry
 from .results import (
+    MemoryAdapter,
     MiddlewareContext,
     NormalizedToolResult,
     NormalizerRegistry,
