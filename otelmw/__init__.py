@@ -20,7 +20,6 @@ from .core.contract import (
     current_runtime_context,
     runtime_context,
 )
-from .core.execution import NextCallReusedError
 from .core.pipeline import Pipeline, ToolArgumentsError, get_pipeline, parse_arguments
 from .core.plugins import PluginContext, PluginManager, get_plugin_manager, load_plugins
 from .core.results import (
@@ -37,6 +36,7 @@ from .core.results import (
     get_middleware,
     register_middleware,
 )
+from .core.steps import NextCallReusedError
 from .version import __version__
 
 # The modules' homes before ``otelmw.core`` existed stay importable as the same module
@@ -44,8 +44,9 @@ from .version import __version__
 # otelmw's own exceptions keep the names they are exported under in ``error.type``
 # (``core.failures.exported_from``; tests/test_public_names.py pins both).
 STABLE_MODULES = {name: f"core.{name}" for name in (
-    "contract", "failures", "hooks", "payloads", "pipeline", "plugins", "registry",
-    "results", "tool_calls", "llm_calls")} | {"chain": "core.execution",
+    "contract", "failures", "payloads", "pipeline", "plugins", "registry",
+    "results", "tool_calls", "llm_calls")} | {"chain": "core.steps",
+                                              "hooks": "core.steps",
                                               "memory": "core.results",
                                               "settings": "config.settings"}
 for _old, _new in STABLE_MODULES.items():

@@ -7,9 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import contract as c
-from .callstate import finished_steps, isawaitable
 from .seam import PipelineObserver
-from .steps import adrive, drive, host_call_steps
+from .steps import adrive, drive, finished_steps, host_call_steps, isawaitable
 
 
 class EmbeddingCalls:

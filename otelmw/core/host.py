@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeVar, cast
 
-from . import callstate, contract, seam
+from . import contract, seam, steps
 from .contract import CallInfo
 from .failures import INSTRUMENTATION, describe
 from .payloads import changed_keys
@@ -342,11 +342,11 @@ current_llm_call = contract.current_llm_call
 def llm_call_current(call: CallInfo | None) -> Iterator[None]:
     """Make ``call`` the current model call inside the block (``None``: no call, e.g.
     around a host's own middleware, whose model calls are calls of their own)."""
-    token = callstate.set_current_llm_call(call)
+    token = contract.set_current_llm_call(call)
     try:
         yield
     finally:
-        callstate.reset_current_llm_call(token)
+        contract.reset_current_llm_call(token)
 
 
 def enrich_llm_call(call: CallInfo, raw_response: R, server_address: str | None,
@@ -375,7 +375,7 @@ def current_tool_call() -> HostCall | None:
     host = _current_tool_call.get()
     if host is not None:
         return host
-    running = callstate.tool_in_flight()
+    running = steps.tool_in_flight()
     return None if running is None else HostCall(running.observer, running.call)
 
 

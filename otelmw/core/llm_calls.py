@@ -10,25 +10,28 @@ from functools import partial
 from typing import Any
 
 from . import contract as c
-from .callstate import (
-    isawaitable,
-    link_model_call,
-    llm_base_steps,
-    reset_current_llm_call,
-    set_current_llm_call,
-)
-from .execution import execution_steps
+from .contract import link_model_call, reset_current_llm_call, set_current_llm_call
 from .failures import FailureLog, safe_str
-from .hooks import all_hook_events, hook_steps
 from .payloads import freeze
 from .registry import Layer, LayerRegistry
 from .results import (
     MemoryAdapter,
     NormalizerRegistry,
 )
-from .rewrites import rewrite_steps
 from .seam import PipelineObserver
-from .steps import Steps, adrive, drive, host_call_steps, own_driver
+from .steps import (
+    Steps,
+    adrive,
+    all_hook_events,
+    drive,
+    execution_steps,
+    hook_steps,
+    host_call_steps,
+    isawaitable,
+    llm_base_steps,
+    own_driver,
+    rewrite_steps,
+)
 
 
 def _execution_kwargs(kw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from . import contract as c
-from .callstate import current_llm_call
+from .contract import current_llm_call
 from .embedding_calls import EmbeddingCalls
 from .failures import FailureLog
 from .llm_calls import LLMCalls

@@ -11,16 +11,8 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from . import contract as c
-from .callstate import (
-    ToolInFlight,
-    finished_steps,
-    isawaitable,
-    linked_api_request_id,
-    tool_base_steps,
-)
-from .execution import execution_steps
+from .contract import linked_api_request_id
 from .failures import MEMORY, FailureLog, describe, exported_from
-from .hooks import all_hook_events, block_message, first, hook_steps, plain_string
 from .payloads import freeze
 from .registry import Layer, LayerRegistry
 from .results import (
@@ -33,9 +25,24 @@ from .results import (
     normalize_result,
     passthrough_result,
 )
-from .rewrites import rewrite_steps
 from .seam import PipelineObserver
-from .steps import Steps, adrive, drive, own_driver
+from .steps import (
+    Steps,
+    ToolInFlight,
+    adrive,
+    all_hook_events,
+    block_message,
+    drive,
+    execution_steps,
+    finished_steps,
+    first,
+    hook_steps,
+    isawaitable,
+    own_driver,
+    plain_string,
+    rewrite_steps,
+    tool_base_steps,
+)
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
 
