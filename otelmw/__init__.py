@@ -44,11 +44,9 @@ from .version import __version__
 # otelmw's own exceptions keep the names they are exported under in ``error.type``
 # (``core.failures.exported_from``; tests/test_public_names.py pins both).
 STABLE_MODULES = {name: f"core.{name}" for name in (
-    "contract", "failures", "payloads", "pipeline", "plugins", "registry",
-    "results", "tool_calls", "llm_calls")} | {"chain": "core.steps",
-                                              "hooks": "core.steps",
-                                              "memory": "core.results",
-                                              "settings": "config.settings"}
+    "contract", "failures", "payloads", "pipeline", "plugins", "registry", "results")} | {
+    "chain": "core.steps", "hooks": "core.steps", "llm_calls": "core.pipeline",
+    "memory": "core.results", "settings": "config.settings", "tool_calls": "core.pipeline"}
 for _old, _new in STABLE_MODULES.items():
     _sys.modules[f"{__name__}.{_old}"] = globals()[_old] = _sys.modules[f"{__name__}.{_new}"]
 del _old, _new

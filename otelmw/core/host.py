@@ -35,11 +35,10 @@ from . import contract, seam, steps
 from .contract import CallInfo
 from .failures import INSTRUMENTATION, describe
 from .payloads import changed_keys
-from .pipeline import Pipeline, get_pipeline
+from .pipeline import BLOCKED_KEY, Pipeline, get_pipeline
 from .registry import Layer, make_layer
 from .results import NormalizedToolResult
 from .seam import NO_VALUE, AttributeValue, NoValue, Payload
-from .tool_calls import BLOCKED_KEY
 
 __all__ = [
     "AttributeValue",
