@@ -586,6 +586,109 @@ HOSTS: dict[str, Host] = {h.name: h for h in HOST_LIST}
 CONTENDER = ""  # the contender of this child process (a host's turn may depend on it)
 
 
+# ------------------------------------------------------------ the span floor
+# What the OpenTelemetry SDK itself charges for the spans an otelmw row exports, with no
+# otelmw code: a recording child (``--record``) runs the judged otelmw row and writes the
+# spans of one turn (name, kind, parent, attributes, events); a ``spans:<row>`` contender
+# makes a bare turn and then the same spans through the SDK's public API (``start_span``
+# with the same kind, parent and attributes, the same events, ``end``), a
+# ``spans-min:<row>`` contender the same spans with no attributes or events: the least
+# any instrumentation pays for that many spans on this SDK and sampler.
+REPLAY_ENV = "BENCH_SPAN_REPLAY"  # the recorded spans (JSON) a spans contender replays
+
+
+def floor_rows(host: Host) -> dict[str, str]:
+    """The span-floor contenders of ``host``: one pair per judged otelmw row."""
+    rows = {}
+    for judged in host.judged():
+        of = host.labels()[judged]
+        rows[f"spans:{judged}"] = f"span floor: the spans of \u201c{of}\u201d, replayed"
+        rows[f"spans-min:{judged}"] = (f"span floor: as many spans as \u201c{of}\u201d, "
+                                       "no attributes")
+    return rows
+
+
+def child_record(host_name: str, contender: str, warmup: int, out: str) -> None:
+    """Run ``contender`` (an otelmw row) and write the spans of its last turn to ``out``."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    host = HOSTS[host_name]
+    memory = InMemorySpanExporter()
+    tp, _ = _prepare(host, contender)
+    tp.add_span_processor(SimpleSpanProcessor(memory))
+
+    def record(turn: Callable[[], Any]) -> None:
+        for _ in range(warmup):
+            _check(host, turn())
+        memory.clear()
+        _check(host, turn())
+
+    if host.asynchronous:
+        async def run() -> None:
+            async with host.aturn() as aturn:
+                for _ in range(warmup):
+                    _check(host, await aturn())
+                memory.clear()
+                _check(host, await aturn())
+
+        asyncio.run(run())
+    else:
+        record(host.turn())
+    spans = sorted(memory.get_finished_spans(), key=lambda s: s.start_time or 0)
+    index = {s.context.span_id: i for i, s in enumerate(spans)}
+    ends = sorted(range(len(spans)), key=lambda i: spans[i].end_time or 0)
+    Path(out).write_text(json.dumps({"spans": [
+        {"name": s.name, "kind": s.kind.name,
+         "parent": index.get(s.parent.span_id) if s.parent else None,
+         "attributes": {k: list(v) if isinstance(v, tuple) else v
+                        for k, v in (s.attributes or {}).items()},
+         "events": [{"name": e.name, "attributes": dict(e.attributes or {})}
+                    for e in s.events]} for s in spans], "end_order": ends}))
+
+
+def _replaying(turn: Callable[[], Any], tp: Any, minimal: bool) -> Callable[[], Any]:
+    """``turn`` followed by the recorded spans, made through the SDK's public API."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    recorded = json.loads(Path(os.environ[REPLAY_ENV]).read_text())
+    tracer = tp.get_tracer("bench-span-floor")
+    root = otel_context.Context()
+    set_in = trace.set_span_in_context
+    plan = [(r["name"], trace.SpanKind[r["kind"]], r["parent"],
+             None if minimal else r["attributes"],
+             [] if minimal else [(e["name"], e["attributes"]) for e in r["events"]])
+            for r in recorded["spans"]]
+    end_order = recorded["end_order"]
+
+    def replay() -> None:
+        made: list[Any] = []
+        for name, kind, parent, attributes, events in plan:
+            span = tracer.start_span(name, kind=kind, attributes=attributes,
+                                     context=root if parent is None else set_in(made[parent]))
+            for event, event_attributes in events:
+                span.add_event(event, event_attributes)
+            made.append(span)
+        for i in end_order:
+            made[i].end()
+
+    if asyncio.iscoroutinefunction(turn):
+        async def aturn() -> Any:
+            answer = await turn()
+            replay()
+            return answer
+
+        return aturn
+
+    def sturn() -> Any:
+        answer = turn()
+        replay()
+        return answer
+
+    return sturn
+
+
 # ------------------------------------------------------------ the children
 def _prepare(host: Host, contender: str) -> tuple[Any, Any]:
     global CONTENDER
@@ -652,15 +755,18 @@ class Plan:
 
 def child(host_name: str, contender: str, plan: Plan) -> Any:
     host = HOSTS[host_name]
-    tp, exporter = _prepare(host, contender)
+    floor = contender.startswith("spans")
+    tp, exporter = _prepare(host, "bare" if floor else contender)
+    minimal = contender.startswith("spans-min:")
     if host.asynchronous:
         async def run() -> None:
             async with host.aturn() as turn:
-                await plan.arun(host, turn)
+                await plan.arun(host, _replaying(turn, tp, minimal) if floor else turn)
 
         asyncio.run(run())
     else:
-        plan.run(host, host.turn())
+        turn = host.turn()
+        plan.run(host, _replaying(turn, tp, minimal) if floor else turn)
     return tp, exporter
 
 
@@ -696,6 +802,22 @@ def count(python: str, args: list[str]) -> int:
         raise RuntimeError(f"valgrind run of {' '.join(args)} failed "
                            f"(exit {proc.returncode}): {proc.stderr[-3000:]}")
     return int(found.group(1))
+
+
+def record(python: str, host: str, contender: str, warmup: int) -> str:
+    """The spans of one turn of otelmw row ``contender``, recorded once per run (a path)."""
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"otelmw-bench-spans-{host}-{contender}.json"
+    if out not in _RECORDED:
+        proc = subprocess.run([python, __file__, "--record", host, contender, str(warmup),
+                               str(out)], capture_output=True, text=True, env=_child_env(),
+                              timeout=1800, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"recording {host}/{contender}: {proc.stderr[-3000:]}")
+        _RECORDED.add(out)
+    return str(out)
+
+
+_RECORDED: set[Path] = set()
 
 
 def per_turn(python: str, host: str, contender: str, n: int, warmup: int) -> float:
@@ -771,7 +893,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def report(host: Host, instr: dict[str, float], cpu: dict[str, dict[str, float]],
            n: int) -> dict[str, Any]:
-    labels = host.labels()
+    labels = {**host.labels(), **floor_rows(host)}
     result: dict[str, Any] = {"host": host.name, "instructions": instr, "cpu": cpu}
     over_i = {c: v - instr["bare"] for c, v in instr.items() if "bare" in instr}
     over_t = {c: r["us"] - cpu["bare"]["us"] for c, r in cpu.items() if "bare" in cpu}
@@ -836,13 +958,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = []
     for host in chosen_hosts:
         python = pythons[host.venv]
-        chosen = list(host.labels())
+        chosen = [*host.labels(), *floor_rows(host)]
         if args.contenders:
             chosen = [c for c in args.contenders.split(",") if c in chosen]
         instr: dict[str, float] = {}
         cpu: dict[str, dict[str, float]] = {}
         for contender in chosen:
             try:
+                if contender.startswith("spans"):
+                    os.environ[REPLAY_ENV] = record(python, host.name,
+                                                    contender.split(":", 1)[1], WARMUP[size])
                 if not args.no_count:
                     instr[contender] = per_turn(python, host.name, contender, CALLS[size],
                                                 WARMUP[size])
@@ -869,6 +994,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--count":
         child_count(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "--record":
+        child_record(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif len(sys.argv) == 7 and sys.argv[1] == "--time":
         child_time(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                    int(sys.argv[6]))

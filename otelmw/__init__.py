@@ -20,11 +20,11 @@ from .core.contract import (
     current_runtime_context,
     runtime_context,
 )
-from .core.execution import NextCallReusedError
-from .core.memory import ListMemoryAdapter, MemoryAdapter
 from .core.pipeline import Pipeline, ToolArgumentsError, get_pipeline, parse_arguments
 from .core.plugins import PluginContext, PluginManager, get_plugin_manager, load_plugins
 from .core.results import (
+    ListMemoryAdapter,
+    MemoryAdapter,
     MiddlewareContext,
     MiddlewareRegistry,
     NormalizedToolResult,
@@ -36,6 +36,7 @@ from .core.results import (
     get_middleware,
     register_middleware,
 )
+from .core.steps import NextCallReusedError
 from .version import __version__
 
 # The modules' homes before ``otelmw.core`` existed stay importable as the same module
@@ -43,9 +44,9 @@ from .version import __version__
 # otelmw's own exceptions keep the names they are exported under in ``error.type``
 # (``core.failures.exported_from``; tests/test_public_names.py pins both).
 STABLE_MODULES = {name: f"core.{name}" for name in (
-    "contract", "failures", "hooks", "memory", "payloads", "pipeline", "plugins", "registry",
-    "results", "tool_calls", "llm_calls")} | {"chain": "core.execution",
-                                              "settings": "config.settings"}
+    "contract", "failures", "payloads", "pipeline", "plugins", "registry", "results")} | {
+    "chain": "core.steps", "hooks": "core.steps", "llm_calls": "core.pipeline",
+    "memory": "core.results", "settings": "config.settings", "tool_calls": "core.pipeline"}
 for _old, _new in STABLE_MODULES.items():
     _sys.modules[f"{__name__}.{_old}"] = globals()[_old] = _sys.modules[f"{__name__}.{_new}"]
 del _old, _new

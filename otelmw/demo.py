@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .core.contract import runtime_context
-from .core.memory import ListMemoryAdapter
 from .core.pipeline import Pipeline
 from .core.plugins import PluginContext
-from .core.results import MiddlewareContext, NormalizedToolResult, NormalizerRegistry
+from .core.results import (
+    ListMemoryAdapter,
+    MiddlewareContext,
+    NormalizedToolResult,
+    NormalizerRegistry,
+)
 
 DEMO_RUNTIME = "demo_harness"
 DEMO_MODEL = "demo-model-1"

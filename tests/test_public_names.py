@@ -14,7 +14,7 @@ import pickle
 import pytest
 
 import otelmw
-from otelmw.core import execution, failures, tool_calls
+from otelmw.core import failures, pipeline, steps
 from otelmw.core.failures import error_type
 
 
@@ -26,8 +26,8 @@ def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
 
 
 EXPORTED_ERROR_TYPES = [
-    (tool_calls.ToolArgumentsError("bad"), "otelmw.tool_calls.ToolArgumentsError"),
-    (execution.NextCallReusedError("twice"), "otelmw.chain.NextCallReusedError"),
+    (pipeline.ToolArgumentsError("bad"), "otelmw.tool_calls.ToolArgumentsError"),
+    (steps.NextCallReusedError("twice"), "otelmw.chain.NextCallReusedError"),
     (failures.AsyncMiddlewareInSyncCallError("async"),
      "otelmw.chain.AsyncMiddlewareInSyncCallError"),
 ]
@@ -46,5 +46,5 @@ def test_otelmw_exceptions_keep_their_exported_error_type(exc: Exception,
 
 
 def test_public_exceptions_are_the_package_level_names() -> None:
-    assert otelmw.ToolArgumentsError is tool_calls.ToolArgumentsError
-    assert otelmw.NextCallReusedError is execution.NextCallReusedError
+    assert otelmw.ToolArgumentsError is pipeline.ToolArgumentsError
+    assert otelmw.NextCallReusedError is steps.NextCallReusedError

@@ -204,6 +204,21 @@ def leave_finished_turns() -> RuntimeContext:
     return ctx
 
 
+def link_model_call(context: RuntimeContext, api_request_id: str | None) -> None:
+    """``api_request_id`` is now the latest model call of ``context``'s turn: the tool
+    calls the turn makes next belong to it (``ModelCallLink``)."""
+    link = context.model_call
+    if link is not None:
+        link.api_request_id = api_request_id
+
+
+def linked_api_request_id(context: RuntimeContext) -> str | None:
+    """The api_request_id of the latest model call of ``context``'s turn, if any."""
+    link = context.model_call
+    return link.api_request_id if link is not None else None
+
+
+
 def derive_context(outer: RuntimeContext, fields: dict[str, Any],
                    turn: TurnMark | None) -> RuntimeContext:
     """``outer`` with the fields that are set replaced (unset ones inherit). A turn id

@@ -31,15 +31,14 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeVar, cast
 
-from . import callstate, contract, seam
+from . import contract, seam, steps
 from .contract import CallInfo
 from .failures import INSTRUMENTATION, describe
 from .payloads import changed_keys
-from .pipeline import Pipeline, get_pipeline
+from .pipeline import BLOCKED_KEY, Pipeline, get_pipeline
 from .registry import Layer, make_layer
 from .results import NormalizedToolResult
 from .seam import NO_VALUE, AttributeValue, NoValue, Payload
-from .tool_calls import BLOCKED_KEY
 
 __all__ = [
     "AttributeValue",
@@ -342,11 +341,11 @@ current_llm_call = contract.current_llm_call
 def llm_call_current(call: CallInfo | None) -> Iterator[None]:
     """Make ``call`` the current model call inside the block (``None``: no call, e.g.
     around a host's own middleware, whose model calls are calls of their own)."""
-    token = callstate.set_current_llm_call(call)
+    token = contract.set_current_llm_call(call)
     try:
         yield
     finally:
-        callstate.reset_current_llm_call(token)
+        contract.reset_current_llm_call(token)
 
 
 def enrich_llm_call(call: CallInfo, raw_response: R, server_address: str | None,
@@ -375,7 +374,7 @@ def current_tool_call() -> HostCall | None:
     host = _current_tool_call.get()
     if host is not None:
         return host
-    running = callstate.tool_in_flight()
+    running = steps.tool_in_flight()
     return None if running is None else HostCall(running.observer, running.call)
 
 

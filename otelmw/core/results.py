@@ -1,4 +1,5 @@
-"""Runtime tool-result normalization (the runtime-tool-result contract).
+"""The normalized tool result: how it is made (runtime tool-result normalization, the
+runtime-tool-result contract) and who receives it after the hooks (memory adapters).
 
 Same public names and shapes as PraisonAI's ``praisonaiagents.runtime``, so a
 normalizer written for that document works here unchanged. Differences that
@@ -236,3 +237,23 @@ def failure_from_exception(exc: BaseException, execution_time_ms: float) -> Norm
         execution_time_ms=execution_time_ms,
         raw_result=exc,
     )
+
+
+# Memory adapters: where normalized tool results are recorded after the hooks.
+
+@runtime_checkable
+class MemoryAdapter(Protocol):
+    def record_tool_result(self, normalized: NormalizedToolResult, ctx: MiddlewareContext) -> None:
+        """Store one normalized tool result (content, success, metadata, raw_result…)."""
+
+
+class ListMemoryAdapter:
+    """In-process adapter keeping ``(normalized, ctx)`` pairs; for tests and demos."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: list[tuple[NormalizedToolResult, MiddlewareContext]] = []
+
+    def record_tool_result(self, normalized: NormalizedToolResult, ctx: MiddlewareContext) -> None:
+        with self._lock:
+            self.records.append((normalized, ctx))

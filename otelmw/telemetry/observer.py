@@ -24,12 +24,11 @@ from ..version import __version__
 from . import attributes as a
 from .content import ContentPolicy
 from .hook_events import HookEventEmitter
-from .metrics import Instruments
 from .protocol_metrics import ProtocolMetrics
 from .spans.chat import ChatSpans
 from .spans.embeddings import EmbeddingsSpans
 from .spans.layer import LayerSpans
-from .spans.operation import OperationSpans, OpState, Signals
+from .spans.operation import Instruments, OperationSpans, OpState, Signals
 from .spans.step import StepSpans
 from .spans.tool import ToolSpans
 from .spans.turn import TurnSpans

@@ -4,9 +4,10 @@ Where a span is born (``start``), decorated, ended (``finish``/``end``) and fail
 is answered by one file per kind, as ``opentelemetry-util-genai`` gives each
 invocation type one module:
 
-* ``operation``: what every kind shares: ``Signals`` (tracer, logger, metric
-  instruments, content policy, failure log), ``OpState`` (one call's span state),
-  ``mark_error``/``mark_exception``, ``call_ids``, ``digest_once``;
+* ``operation``: what every kind shares: ``Signals`` (tracer, logger, the metric
+  instruments every kind records to (``Instruments``), content policy, failure log),
+  ``OpState`` (one call's span state), ``mark_error``/``mark_exception``, ``call_ids``,
+  ``digest_once``;
 * ``model_call``: the ``CLIENT`` span of a model call, as chat and embeddings share it;
 * ``chat``: ``chat`` spans (request rewrites, SDK-layer enrichment, streams);
 * ``embeddings``: ``embeddings`` spans;

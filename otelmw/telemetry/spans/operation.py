@@ -1,5 +1,6 @@
-"""What every span kind shares: the signals it writes to, one call's span state,
-failure marking, the ids every record of a call carries, digests computed once.
+"""What every span kind shares: the signals it writes to (the tracer, the logger and the
+metric instruments of the telemetry contract), one call's span state, failure marking,
+the ids every record of a call carries, digests computed once.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.trace import Status, StatusCode
 
 from ...core.contract import CallInfo
@@ -18,13 +20,61 @@ from .. import attributes as a
 from ..content import ContentPolicy
 from ..context import safe_detach
 from ..digests import digest
-from ..metrics import Instruments
 from ..responses import ResponseFacts
 from ..values import clean_str, error_description
 
 # Bound once: these run per call and per middleware layer.
 attach, set_span_in_context, perf_counter = (
     otel_context.attach, trace.set_span_in_context, time.perf_counter)
+
+
+# The metric instruments of the telemetry contract (created once per meter).
+class Instruments:
+    __slots__ = ("agent_duration", "hook_failures", "middleware_duration",
+                 "middleware_failures", "normalize_failures", "operation_duration",
+                 "rewrites", "time_per_output_chunk", "time_to_first_chunk", "token_usage",
+                 "tool_duration", "tool_results")
+
+    def __init__(self, meter: Meter) -> None:
+        def histogram(name: str, unit: str, description: str,
+                      buckets: tuple[float, ...]) -> Histogram:
+            return meter.create_histogram(name, unit=unit, description=description,
+                                          explicit_bucket_boundaries_advisory=list(buckets))
+
+        self.operation_duration = histogram(a.M_OPERATION_DURATION, "s",
+                                            "GenAI operation duration", a.DURATION_BUCKETS)
+        self.token_usage = histogram(a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request",
+                                     a.TOKEN_BUCKETS)
+        # Streamed responses, as the GenAI conventions and the official
+        # instrumentations define them (the operation-duration buckets).
+        self.time_to_first_chunk = histogram(
+            a.M_TIME_TO_FIRST_CHUNK, "s",
+            "Time from the request to the first chunk of its response stream",
+            a.DURATION_BUCKETS)
+        self.time_per_output_chunk = histogram(
+            a.M_TIME_PER_OUTPUT_CHUNK, "s",
+            "Time between two chunks of a response stream (one point per chunk after the first)",
+            a.DURATION_BUCKETS)
+        self.tool_duration = histogram(a.M_TOOL_DURATION, "s", "Tool call duration",
+                                       a.DURATION_BUCKETS)
+        self.agent_duration = histogram(a.M_AGENT_DURATION, "s", "Agent turn duration",
+                                        a.DURATION_BUCKETS)
+        self.middleware_duration = histogram(
+            a.M_MIDDLEWARE_DURATION, "s",
+            "Duration of one middleware callback (wrappers include downstream)",
+            a.MIDDLEWARE_BUCKETS)
+        self.middleware_failures = meter.create_counter(
+            a.M_MIDDLEWARE_FAILURES, unit="{failure}",
+            description="Middleware callbacks that failed (fail-open)")
+        self.rewrites = meter.create_counter(
+            a.M_REWRITES, unit="{rewrite}", description="Accepted request rewrites")
+        self.tool_results = meter.create_counter(
+            a.M_TOOL_RESULTS, unit="{result}", description="Normalized tool results")
+        self.normalize_failures = meter.create_counter(
+            a.M_NORMALIZE_FAILURES, unit="{failure}",
+            description="Normalizers that raised or returned a wrong type")
+        self.hook_failures = meter.create_counter(
+            a.M_HOOK_FAILURES, unit="{failure}", description="Observer hooks that failed")
 
 
 @dataclass(frozen=True, slots=True)
