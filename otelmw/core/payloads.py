@@ -256,8 +256,8 @@ def _freeze(value: Any, memo: dict[int, Any]) -> Any:
                             for v in list.__iter__(value)])
         return out_l
     if t is tuple:  # the tuple itself when its items already are read-only
-        items = tuple(v if type(v) in _SCALARS else _freeze(v, memo) for v in value)
-        return value if all(map(is_, items, value)) else items
+        kept = tuple(v if type(v) in _SCALARS else _freeze(v, memo) for v in value)
+        return value if all(map(is_, kept, value)) else kept
     if isinstance(value, deque):
         key = id(value)
         if key in memo:
