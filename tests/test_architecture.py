@@ -122,3 +122,38 @@ def test_the_environment_check_sees_a_read() -> None:
     sample = PACKAGE.parent / "tests" / "data" / "environment_reads.py"
     assert sorted(r.split(": ", 1)[1] for r in _environment_reads(sample)) == [
         "from os import environ", "os.environ", "os.getenv"]
+
+
+_WALKS = ("## One tool call, file by file", "## One LLM call through the openai SDK, file by file")
+_NUMBERED = re.compile(r"^\d+\. `(otelmw/[\w/]+\.py)`", re.MULTILINE)
+_STATED = re.compile(r"\*\*(\d+) files:\*\*")
+_NAMED = re.compile(r"`((?:otelmw/)?(?:core|telemetry|instrumentation|config|cli)/[\w/]*?\w+\.py)`")
+
+
+def _walk(title: str) -> str:
+    return DOC.read_text(encoding="utf-8").split(title, 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("title", _WALKS)
+def test_each_walk_numbers_at_most_twelve_files_each_once(title: str) -> None:
+    """Issue 27: a reader follows one call from the decorator or the wrapped SDK method
+    to the exporter opening at most 12 files, each numbered once where the call first
+    enters it, and the count the walk states is the count it numbers."""
+    text = _walk(title)
+    numbered = _NUMBERED.findall(text)
+    assert 0 < len(numbered) <= 12, numbered
+    assert len(set(numbered)) == len(numbered), numbered
+    assert [int(n) for n in _STATED.findall(text)] == [len(numbered)]
+
+
+@pytest.mark.parametrize("title", _WALKS)
+def test_every_file_a_walk_names_exists(title: str) -> None:
+    """A module that moved leaves no stale name in the walks."""
+    text = _walk(title)
+    missing = []
+    for name in set(_NAMED.findall(text)):
+        path = name if name.startswith("otelmw/") else f"otelmw/{name}"
+        short = PACKAGE / "telemetry" / name  # `export/guard.py`, `spans/tool.py`
+        if not (PACKAGE.parent / path).exists() and not short.exists():
+            missing.append(name)
+    assert missing == []
