@@ -74,7 +74,7 @@ __all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pi
 #
 # The LLM-call pipeline: request → ``llm_request`` → ``pre_api_request`` →
 # ``llm_execution`` chain → base call → ``post_api_request`` | ``api_request_error``,
-# one definition for sync and async calls (``steps.py``).
+# one definition for sync and async calls (its stages in ``steps.py``).
 # --------------------------------------------------------------------------------------
 
 def _execution_kwargs(kw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:
@@ -261,8 +261,6 @@ class LLMCalls:
         out = {**payload, "response": result, "ended_at": now, "api_duration": now - started}
         return out
 
-    # ----------------------------------------------------------------- tools
-
 
 # --------------------------------------------------------------------------------------
 # The tool call
@@ -270,7 +268,7 @@ class LLMCalls:
 # The tool-call pipeline: parse/coerce args → ``tool_request`` → ``pre_tool_call``
 # (block) → ``tool_execution`` chain → base call → normalize → ``post_tool_call`` →
 # memory adapters → ``transform_tool_result``; one definition for sync and async calls
-# (``steps.py``).
+# (its stages in ``steps.py``).
 # --------------------------------------------------------------------------------------
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
@@ -634,7 +632,6 @@ class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
                                   f"{c.new_request_id().removeprefix('req-')}",
             "runtime_id": runtime_id})
 
-    # ------------------------------------------------------------------ LLM
 
 class Turn:
     """One agent turn: sets the runtime context (a fresh ``turn_id``) and lets the

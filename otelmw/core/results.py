@@ -4,7 +4,7 @@ runtime-tool-result contract) and who receives it after the hooks (memory adapte
 Same public names and shapes as PraisonAI's ``praisonaiagents.runtime``, so a
 normalizer written for that document works here unchanged. Differences that
 close the original's gaps: registration is validated, async tools and tools that
-raise are normalized too (see ``pipeline``), and a failing normalizer falls back
+raise are normalized too (``pipeline.ToolCalls``), and a failing normalizer falls back
 to a pass-through result instead of losing it.
 """
 

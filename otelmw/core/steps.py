@@ -163,7 +163,7 @@ def discard_awaitable(value: Any) -> None:
 # The request stage
 #
 # The request-rewrite stage (``llm_request``/``tool_request``), one definition for sync
-# and async calls (``steps.py``).
+# and async calls (run by ``drive``/``adrive`` above).
 #
 # Rules (from the plugin-middleware contract, tightened):
 #
@@ -450,7 +450,7 @@ def first(results: list[Any]) -> Any:
 # The execution chain
 #
 # The nested execution chain (``llm_execution``/``tool_execution``), one definition for
-# sync and async calls (``steps.py``).
+# sync and async calls (run by ``drive``/``adrive`` above).
 #
 # Rules (from the plugin-middleware contract, tightened):
 #
