@@ -62,7 +62,7 @@ def tel() -> Iterator[SdkTelemetry]:
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY) as srv:
         yield srv
 
 
@@ -558,7 +558,7 @@ def _session(server: ScriptedLLMServer) -> dict[str, Any]:
 
 
 def _fresh_session() -> dict[str, Any]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY) as srv:
         out, port = _session(srv), srv.port
     return {**out, "sent": [(path, json.loads(json.dumps(body).replace(
         f":{port}", ":PORT"))) for path, body in out["sent"]]}
