@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from _support.calls import ASYNC, PLUGIN, SYNC, TOOL, BaseCall, callback
+from _support.calls import ASYNC, PLUGIN, SYNC, TOOL, AsyncItems, BaseCall, callback
 from _support.telemetry import (
     TelemetryHarness,
     add_rewriters,
@@ -110,21 +110,11 @@ class SyncChunks:
         return next(self._chunks)
 
 
-class AsyncChunks:
+class AsyncChunks(AsyncItems):
     """The stream an asynchronous model call answers with."""
 
     def __init__(self) -> None:
-        self._chunks = iter(_chunks())
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self
-
-    async def __anext__(self) -> Any:
-        await asyncio.sleep(0)
-        try:
-            return next(self._chunks)
-        except StopIteration:
-            raise StopAsyncIteration from None
+        super().__init__(_chunks())
 
 
 # One type name for both (a wrapper's span shows the type of what it handed back).

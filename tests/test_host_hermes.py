@@ -13,17 +13,15 @@ without ``hermes-agent`` the tests skip, except under ``CI=true`` where that fai
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.digest_key import deployment_key
-from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
+from _support.host_scenarios import PROMPT_EXPORT, result_of, run_ok, scenario_env
+from _support.otlp_receiver import OtlpReceiver, ReceivedRun, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
 from otelmw.telemetry.digests import digest
@@ -39,7 +37,7 @@ HOOKS = ("pre_api_request", "post_api_request", "api_request_error", "pre_tool_c
          "post_tool_call", "on_session_end")
 
 
-class Run:
+class Run(ReceivedRun):
     """What one scenario produced: the script's report and everything the receiver got."""
 
     def __init__(self, report: dict[str, Any], rx: OtlpReceiver, srv: ScriptedLLMServer,
@@ -50,14 +48,6 @@ class Run:
         self.posts = [r for r in srv.requests if r.api == "chat"]
         self.by_id = {s.span_id: s for s in self.spans}
         self.port = srv.port
-
-    def named(self, prefix: str) -> list[ReceivedSpan]:
-        return sorted((s for s in self.spans if s.name.startswith(prefix)),
-                      key=lambda s: s.start_ns)
-
-    def children(self, span: ReceivedSpan) -> list[ReceivedSpan]:
-        return sorted((s for s in self.spans if s.parent_span_id == span.span_id),
-                      key=lambda s: s.start_ns)
 
     def subtree(self, span: ReceivedSpan) -> set[str]:
         out = {span.span_id}
@@ -74,9 +64,6 @@ class Run:
                             for t in m["tool_calls"]]
         raise AssertionError("no tool call reached the model")
 
-    def hook_logs(self, name: str) -> list[ReceivedLog]:
-        return [x for x in self.logs if x.event_name == f"otelmw.hook.{name}"]
-
 
 def make_home(tmp: Path, plugin: str = "probe") -> tuple[Path, Path]:
     home = tmp / "hermes-home"
@@ -89,16 +76,10 @@ def make_home(tmp: Path, plugin: str = "probe") -> tuple[Path, Path]:
 
 
 def child_env(home: Path, tmp: Path, rx: OtlpReceiver, cfg: dict[str, Any]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OTEL_", "OTELMW_", "OPENAI_", "HERMES_"))}
-    env.update(HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg), PYTHONUNBUFFERED="1",
-               OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_SERVICE_NAME="hermes-host-test",
-               OTEL_METRIC_EXPORT_INTERVAL="600000", OTEL_BSP_SCHEDULE_DELAY="100",
-               OTEL_BLRP_SCHEDULE_DELAY="100", OTELMW_HOME=str(tmp / "otelmw-home"),
-               OTELMW_DIGEST_KEY=deployment_key().decode(),  # digests comparable here
-               OTELMW_DATA_DIR=str(tmp / "otelmw-data"),
-               OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
-    return env
+    return scenario_env(tmp, rx, service="hermes-host-test", strip=("HERMES_",),
+                        HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg), **PROMPT_EXPORT,
+                        OTELMW_DATA_DIR=str(tmp / "otelmw-data"),
+                        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
 
 
 def scenario(tmp: Path, cmd: list[str], cfg: dict[str, Any], script: list[Any],
@@ -117,11 +98,7 @@ def scenario(tmp: Path, cmd: list[str], cfg: dict[str, Any], script: list[Any],
                                      for p in reply])
         cfg = {"base_url": srv.base_url, "system": f"Be brief. {CANARIES[1]}", **cfg}
         env = {**child_env(home, tmp, rx, cfg), **(env_extra or {})}
-        proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-        report = json.loads(line.removeprefix("RESULT "))
+        report = result_of(run_ok(cmd, env, tmp, TIMEOUT).stdout)
         rx.wait_for(lambda: any(s.name.startswith("invoke_agent") for s in rx.spans()))
         rx.wait_for_metric("gen_ai.client.operation.duration")
         return Run(report, rx, srv, home, notes)

@@ -18,15 +18,14 @@ Hermes' engine did with each callback.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.host_scenarios import PROMPT_EXPORT, result_of, run_ok, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -117,23 +116,16 @@ def _run(tmp: Path, uninstrumented: bool) -> ContractRun:
                     srv.push_text(reply)
         cfg = {"base_url": srv.base_url, "openai": True, "uninstrumented": uninstrumented,
                "prompts": [f"[{scenario}] Go on." for scenario, _ in TURNS]}
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("OTEL_", "OTELMW_", "OPENAI_", "HERMES_", "HX_"))}
-        env.update(HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg),
-                   HX_CONTRACT_NOTES=str(plugin_notes), PYTHONUNBUFFERED="1",
-                   OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
-                   OTEL_SERVICE_NAME="hermes-contract-test",
-                   OTEL_METRIC_EXPORT_INTERVAL="600000", OTEL_BSP_SCHEDULE_DELAY="100",
-                   OTEL_BLRP_SCHEDULE_DELAY="100", OTELMW_HOME=str(tmp / "otelmw-home"),
-                   OTELMW_DATA_DIR=str(tmp / "otelmw-data"),
-                   OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
-        proc = subprocess.run([sys.executable, str(SCRIPTS / "hermes_contract_driver.py")],
-                              env=env, cwd=tmp, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        lines = proc.stdout.splitlines()
-        report = json.loads([x for x in lines if x.startswith("RESULT ")][-1][7:])
-        warnings = json.loads([x for x in lines if x.startswith("LOGS ")][-1][5:])
+        env = scenario_env(tmp, rx, service="hermes-contract-test", strip=("HERMES_", "HX_"),
+                           HERMES_HOME=str(home), HX_CONFIG=json.dumps(cfg),
+                           HX_CONTRACT_NOTES=str(plugin_notes), **PROMPT_EXPORT,
+                           OTELMW_DATA_DIR=str(tmp / "otelmw-data"),
+                           OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="otelmw_anthropic,otelmw_praisonai")
+        proc = run_ok([sys.executable, str(SCRIPTS / "hermes_contract_driver.py")], env, tmp,
+                      TIMEOUT)
+        report = result_of(proc.stdout)
+        warnings = json.loads([x for x in proc.stdout.splitlines()
+                               if x.startswith("LOGS ")][-1][5:])
         if not uninstrumented:
             rx.wait_for(lambda: sum(s.name == "invoke_agent hermes" for s in rx.spans())
                         == len(TURNS))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
-from _support.host_scenarios import installed_plugin, run_scenario, scenario_env
+from _support.host_scenarios import exported_texts, installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
@@ -39,8 +39,7 @@ TIMEOUT = 150  # a LangChain child imports for longer than most
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY},
-                                                       "broken": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY, ("get_weather", "broken")) as srv:
         yield srv
 
 
@@ -301,12 +300,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-def everything_exported(rx: OtlpReceiver) -> list[str]:
-    blobs = [json.dumps([s.name, s.attributes, [e.attributes for e in s.events],
-                         s.status_message], default=str) for s in rx.spans()]
-    return blobs + [json.dumps([x.attributes, x.body], default=str) for x in rx.logs()]
-
-
 @pytest.mark.parametrize(("graph", "mode"), [("agent", "invoke"), ("agent", "astream"),
                                              ("plain", "ainvoke")])
 def test_under_content_capture_the_turns_content_is_schema_valid(
@@ -389,7 +382,7 @@ def test_the_plugins_hook_points_are_log_records_on_the_tool_span_and_nothing_is
     for key in (*MESSAGE_KEYS, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
                 "input.value", "output.value"):
         assert not [s.name for s in rx.spans() if key in s.attributes], key
-    leaked = [b for b in everything_exported(rx)
+    leaked = [b for b in exported_texts(rx)
               if "CANARY-PROMPT" in b or "sunny in" in b or "Answer briefly" in b]
     assert leaked == []
 

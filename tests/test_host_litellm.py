@@ -29,14 +29,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM'
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.sdk_releases import lacks_behaviour, litellm_lacks
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-    InMemorySpanExporter,
-)
+from _support.telemetry import SdkTelemetry, observing
+from opentelemetry.sdk.trace import ReadableSpan
 
 try:
     import litellm
@@ -47,8 +41,6 @@ pytestmark = pytest.mark.host("litellm", "openai")
 from otelmw import get_pipeline  # noqa: E402
 from otelmw.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 from otelmw.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otelmw.telemetry.content import ContentPolicy  # noqa: E402
-from otelmw.telemetry.observer import TelemetryObserver  # noqa: E402
 
 MSGS = [{"role": "user", "content": "hello"}]
 CITY = "Paris"
@@ -58,57 +50,19 @@ TOOLS = [{"type": "function", "function": {
 TIMEOUT = 150
 
 
-class Telemetry:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        tp = TracerProvider()
-        tp.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.tracer_provider = tp
-        self.reader = InMemoryMetricReader()
-        self.observer = TelemetryObserver(tp, MeterProvider(metric_readers=[self.reader]),
-                                          LoggerProvider(), content=ContentPolicy(),
-                                          failures=get_pipeline().failures)
-
-    def finished(self) -> list[ReadableSpan]:
-        return sorted(self.spans.get_finished_spans(), key=lambda s: s.start_time or 0)
-
-    def named(self, prefix: str) -> list[ReadableSpan]:
-        return [s for s in self.finished() if s.name.startswith(prefix)]
-
-    def metric_points(self, name: str) -> list[Any]:
-        out = []
-        for rm in self.reader.get_metrics_data().resource_metrics:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == name:
-                        out.extend(m.data.data_points)
-        return out
-
-
 @pytest.fixture()
-def tel() -> Iterator[Telemetry]:
+def tel() -> Iterator[SdkTelemetry]:
     pipe = get_pipeline()
-    saved = pipe.observer
-    t = Telemetry()
-    pipe.observer = t.observer
-    li, oi = LiteLLMInstrumentor(), OpenAIInstrumentor()
-    li.instrument()
-    oi.instrument()
-    failures_before = sum(pipe.failures.counts.values())
-    try:
+    with observing(SdkTelemetry(), LiteLLMInstrumentor(), OpenAIInstrumentor()) as t:
+        failures_before = sum(pipe.failures.counts.values())
         yield t
         # otelmw's own code never failed on these real calls
         assert sum(pipe.failures.counts.values()) == failures_before, pipe.failures.counts
-    finally:
-        oi.uninstrument()
-        li.uninstrument()
-        t.observer.close()
-        pipe.observer = saved
 
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY) as srv:
         yield srv
 
 
@@ -140,7 +94,7 @@ def assert_chat_matches(span: ReadableSpan, srv: ScriptedLLMServer, index: int =
 
 # ------------------------------------------------------------------ chat calls
 def test_completion_is_one_chat_span_with_the_provider_litellm_routed_to(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     resp = litellm.completion(messages=MSGS, temperature=0.25, max_tokens=50,
                               **openai_kw(server))
     (span,) = tel.finished()  # no second span from otelmw_openai
@@ -158,7 +112,7 @@ def test_completion_is_one_chat_span_with_the_provider_litellm_routed_to(
 
 @lacks_behaviour(litellm_lacks(async_flag=True))
 def test_acompletion_and_the_async_flag_of_completion(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     async def run() -> list[Any]:
         first = await litellm.acompletion(messages=MSGS, **openai_kw(server))
         second = await litellm.completion(messages=MSGS, acompletion=True, **openai_kw(server))
@@ -174,7 +128,7 @@ def test_acompletion_and_the_async_flag_of_completion(
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_stream_ends_its_span_once_when_exhausted(
-        mode: str, tel: Telemetry, server: ScriptedLLMServer) -> None:
+        mode: str, tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     server.push_text("one two three four five")
     kw = {**openai_kw(server), "messages": MSGS, "stream": True,
           "stream_options": {"include_usage": True}}
@@ -199,7 +153,7 @@ def test_a_stream_ends_its_span_once_when_exhausted(
     assert list(a["gen_ai.response.finish_reasons"]) == ["stop"]
 
 
-def test_a_stream_closed_early_ends_its_span_once(tel: Telemetry,
+def test_a_stream_closed_early_ends_its_span_once(tel: SdkTelemetry,
                                                   server: ScriptedLLMServer) -> None:
     server.push_text("one two three four five six seven eight")
     stream = litellm.completion(messages=MSGS, stream=True, **openai_kw(server))
@@ -212,7 +166,7 @@ def test_a_stream_closed_early_ends_its_span_once(tel: Telemetry,
 
 
 def test_provider_error_fails_the_span_and_reaches_the_caller_unchanged(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     server.push_error(400, "bad request")
     with pytest.raises(litellm.BadRequestError) as info:
         litellm.completion(messages=MSGS, num_retries=0, **openai_kw(server))
@@ -223,7 +177,7 @@ def test_provider_error_fails_the_span_and_reaches_the_caller_unchanged(
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_responses_api(mode: str, tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_responses_api(mode: str, tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     kw = {**openai_kw(server), "input": "hello"}
     resp = litellm.responses(**kw) if mode == "sync" else asyncio.run(litellm.aresponses(**kw))
     (span,) = tel.finished()
@@ -236,7 +190,7 @@ def test_responses_api(mode: str, tel: Telemetry, server: ScriptedLLMServer) -> 
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_embedding_is_one_embeddings_span(mode: str, tel: Telemetry,
+def test_embedding_is_one_embeddings_span(mode: str, tel: SdkTelemetry,
                                           server: ScriptedLLMServer) -> None:
     kw = {**openai_kw(server, "openai/scripted-embed"), "input": ["alpha", "beta"]}
     resp = litellm.embedding(**kw) if mode == "sync" else asyncio.run(litellm.aembedding(**kw))
@@ -250,7 +204,7 @@ def test_embedding_is_one_embeddings_span(mode: str, tel: Telemetry,
 
 
 def test_anthropic_model_through_completion_and_the_messages_interface(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     from litellm.anthropic_interface import messages
 
     kw = {"model": "anthropic/claude-scripted", "api_base": server.root_url, "api_key": "x"}
@@ -273,7 +227,7 @@ def test_anthropic_model_through_completion_and_the_messages_interface(
     assert b["gen_ai.request.max_tokens"] == 64
 
 
-def test_the_messages_interface_sync_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_the_messages_interface_sync_create(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     """``anthropic_interface.messages.create`` (sync): to an OpenAI model LiteLLM adapts
     the call onto the Responses API: one ``chat`` span, the nested ``otelmw_openai``
     only enriches it. To an Anthropic model LiteLLM 1.110 has no sync handler: its own
@@ -306,7 +260,7 @@ def test_the_messages_interface_sync_create(tel: Telemetry, server: ScriptedLLMS
 
 
 def test_a_streamed_messages_acreate_ends_its_span_once(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     """``anthropic_interface.messages.acreate(stream=True)``: the span stays open while
     the stream is, and ends once with it. LiteLLM 1.110 streams this interface through
     its proxy package (``fastapi`` and more, the ``litellm[proxy]`` extra): without it
@@ -348,7 +302,7 @@ def test_a_streamed_messages_acreate_ends_its_span_once(
 
 @pytest.mark.parametrize("stream", [False, pytest.param(True, marks=lacks_behaviour(
     litellm_lacks(stream_cost=True)))])
-def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: Telemetry,
+def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: SdkTelemetry,
                                                     server: ScriptedLLMServer) -> None:
     kw = {**openai_kw(server, "openai/gpt-4o-mini"), "messages": MSGS}
     if stream:
@@ -362,7 +316,7 @@ def test_the_cost_litellm_computes_goes_on_the_span(stream: bool, tel: Telemetry
     assert (span.attributes or {})["litellm.response_cost"] == cost
 
 
-def test_an_unpriced_model_has_no_cost_attribute(tel: Telemetry,
+def test_an_unpriced_model_has_no_cost_attribute(tel: SdkTelemetry,
                                                  server: ScriptedLLMServer) -> None:
     resp = litellm.completion(messages=MSGS, **openai_kw(server))
     assert resp._hidden_params.get("response_cost") is None
@@ -394,7 +348,7 @@ def _router(server: ScriptedLLMServer) -> Any:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_router_failure_then_fallback_is_two_chat_spans_under_one_router_span(
-        mode: str, tel: Telemetry, server: ScriptedLLMServer) -> None:
+        mode: str, tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     router = _router(server)
     server.push_error(500, "primary down")
     kw = {"model": "primary", "messages": MSGS}
@@ -418,7 +372,7 @@ def test_router_failure_then_fallback_is_two_chat_spans_under_one_router_span(
 
 
 def test_router_stream_ends_the_router_span_with_the_stream(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     stream = _router(server).completion(model="primary", messages=MSGS, stream=True)
     assert tel.finished() == []
     list(stream)
@@ -429,7 +383,7 @@ def test_router_stream_ends_the_router_span_with_the_stream(
     assert (chat.attributes or {})["otelmw.stream.ended_by"] == "exhausted"
 
 
-def test_router_embedding(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_router_embedding(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     router = litellm.Router(model_list=[{"model_name": "vectors", "litellm_params": openai_kw(
         server, "openai/scripted-embed")}])
     router.embedding(model="vectors", input=["x"])
@@ -490,7 +444,7 @@ def plugin() -> Iterator[Plugin]:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_run_tool_loop_is_one_turn_with_the_plugin_applied(
-        mode: str, tel: Telemetry, server: ScriptedLLMServer, plugin: Plugin) -> None:
+        mode: str, tel: SdkTelemetry, server: ScriptedLLMServer, plugin: Plugin) -> None:
     executed: list[dict[str, Any]] = []
 
     def get_weather(call: Any) -> dict[str, Any]:
@@ -536,7 +490,7 @@ def test_run_tool_loop_is_one_turn_with_the_plugin_applied(
 
 
 def test_a_blocked_tool_answers_the_model_without_running(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     p = Plugin(block=True)
     p.add()
     ran: list[Any] = []
@@ -555,7 +509,7 @@ def test_a_blocked_tool_answers_the_model_without_running(
 
 
 def test_a_raising_tool_reaches_the_loop_as_without_otelmw(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     def broken(call: Any) -> Any:
         raise ValueError("tool exploded")
 
@@ -569,7 +523,7 @@ def test_a_raising_tool_reaches_the_loop_as_without_otelmw(
     assert turn.status.status_code.name == "ERROR"
 
 
-def test_a_loop_inside_a_users_turn_joins_it(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_a_loop_inside_a_users_turn_joins_it(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     with get_pipeline().turn("my-agent"):
         litellm.run_tool_loop(execute_tool=lambda c: {"role": "tool", "tool_call_id": c.id,
                                                       "content": "ok"},
@@ -604,7 +558,7 @@ def _session(server: ScriptedLLMServer) -> dict[str, Any]:
 
 
 def _fresh_session() -> dict[str, Any]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY) as srv:
         out, port = _session(srv), srv.port
     return {**out, "sent": [(path, json.loads(json.dumps(body).replace(
         f":{port}", ":PORT"))) for path, body in out["sent"]]}
@@ -613,7 +567,7 @@ def _fresh_session() -> dict[str, Any]:
 def test_litellm_answers_and_sends_the_same_with_and_without_otelmw() -> None:
     bare = _fresh_session()
     pipe = get_pipeline()
-    saved, t = pipe.observer, Telemetry()
+    saved, t = pipe.observer, SdkTelemetry()
     pipe.observer = t.observer
     li = LiteLLMInstrumentor()
     li.instrument()
@@ -650,7 +604,7 @@ def test_uninstrument_restores_every_entry(server: ScriptedLLMServer) -> None:
 
 # ------------------------------------------------------------------ LiteLLM's own OTel
 def test_litellm_own_otel_callback_leaves_otelmw_spans_as_they_are(
-        tel: Telemetry, server: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """``callbacks=["otel"]`` beside otelmw: LiteLLM writes its attributes onto the span
     active during the call — otelmw's chat span, already ended when its success handler
     runs, so nothing of it lands there — and adds its ``raw_gen_ai_request`` span under

@@ -20,9 +20,16 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
-from _support.host_scenarios import TIMEOUT, installed_plugin, run_scenario, scenario_env
+from _support.host_scenarios import (
+    TIMEOUT,
+    assert_no_canary,
+    installed_plugin,
+    run_scenario,
+    scenario_env,
+)
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
+from _support.targets import current_targets
 
 from otelmw.telemetry.digests import digest
 
@@ -39,8 +46,7 @@ APIS = ("responses", "chat_completions")
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True,
-                           tool_args={name: {"city": CITY} for name in TOOLS}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY, TOOLS) as srv:
         yield srv
 
 
@@ -103,14 +109,6 @@ def tool_output_sent(body: dict[str, Any]) -> str:
     return str(found[-1])
 
 
-def assert_no_canary(rx: OtlpReceiver) -> None:
-    blobs = [json.dumps([s.attributes, [e.attributes for e in s.events], s.status_message,
-                         s.name], default=str) for s in rx.spans()]
-    blobs += [json.dumps([x.attributes, x.body], default=str) for x in rx.logs()]
-    leaked = [b for b in blobs if any(c in b for c in CANARIES)]
-    assert not leaked, leaked[:2]
-
-
 # --------------------------------------------------------------------- run trees
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("mode", MODES)
@@ -159,7 +157,7 @@ def test_a_run_is_one_trace_with_its_chat_and_tool_spans(
         assert t["otelmw.result.success"] is True and t["otelmw.result.status"] == "ok"
         assert t["otelmw.result.raw.digest"] == digest(raw)[0] == t["otelmw.result.content.digest"]
         assert tool_output_sent(recs[1].body) == raw
-    assert_no_canary(rx)
+    assert_no_canary(rx, CANARIES)
 
 
 def test_an_async_tool_is_one_tool_call(server: ScriptedLLMServer, rx: OtlpReceiver,
@@ -356,30 +354,17 @@ def test_otelmw_run_instruments_an_unmodified_program_with_a_plugin_enabled(
 
 def test_uninstrument_restores_the_originals() -> None:
     pytest.importorskip("agents")
-    import importlib
-
     from otelmw.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     inst = OpenAIAgentsInstrumentor()
-
-    def resolve() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for module, name, _ in inst.targets():
-            owner: Any = importlib.import_module(module)
-            *path, attr = name.split(".")
-            for part in path:
-                owner = getattr(owner, part)
-            out[f"{module}:{name}"] = vars(owner)[attr]
-        return out
-
-    before = resolve()
+    before = current_targets(inst)
     inst.instrument()
     try:
-        during = resolve()
+        during = current_targets(inst)
         assert all(during[k] is not v for k, v in before.items())
     finally:
         inst.uninstrument()
-    after = resolve()
+    after = current_targets(inst)
     assert all(after[k] is v for k, v in before.items())
 
 

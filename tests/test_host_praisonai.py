@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
-from _support.host_scenarios import TIMEOUT, run_scenario, scenario_env
+from _support.host_scenarios import TIMEOUT, assert_no_canary, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
@@ -37,10 +37,8 @@ INTERNAL, CLIENT, ERROR, UNSET = 1, 3, 2, 0
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True, tool_args={"get_weather": {"city": CITY},
-                                                       "broken": {"city": CITY}}) as srv:
+    with ScriptedLLMServer.calling_tools(CITY, ("get_weather", "broken")) as srv:
         yield srv
-
 
 
 def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]:
@@ -77,14 +75,6 @@ def turn_tree(spans: list[ReceivedSpan], agent: str = "Weather"
 
 def names(spans: list[ReceivedSpan]) -> list[str]:
     return [s.name for s in spans]
-
-
-def assert_no_canary(rx: OtlpReceiver) -> None:
-    blobs = [json.dumps([s.attributes, [e.attributes for e in s.events], s.status_message,
-                         s.name], default=str) for s in rx.spans()]
-    blobs += [json.dumps([x.attributes, x.body], default=str) for x in rx.logs()]
-    leaked = [b for b in blobs if any(c in b for c in CANARIES)]
-    assert not leaked, leaked[:2]
 
 
 def assert_turn_root(root: ReceivedSpan, agent: str = "Weather",
@@ -141,7 +131,7 @@ def test_turns_give_one_trace_each_with_chat_and_tool_spans(
         assert t["otelmw.result.success"] is True and t["otelmw.result.status"] == "ok"
         assert t["otelmw.result.raw.digest"] == digest(raw)[0] == t["otelmw.result.content.digest"]
         assert t["otelmw.result.raw.type"] == "dict" and t["otelmw.result.execution_time_ms"] > 0
-    assert_no_canary(rx)
+    assert_no_canary(rx, CANARIES)
 
 
 @pytest.mark.parametrize("mode", ["start", "run", "start_stream", "iter_stream"])
@@ -248,7 +238,7 @@ def test_praisonai_hooks_become_log_records_and_change_nothing(
             assert "gen_ai.tool.name" not in a
         if "llm" in event:
             assert a["gen_ai.request.model"] == "gpt-4o-mini"
-    assert_no_canary(rx)
+    assert_no_canary(rx, CANARIES)
 
 
 @pytest.mark.parametrize("mode", ["chat", "achat"])

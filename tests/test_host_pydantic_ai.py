@@ -38,8 +38,7 @@ TOOLS = ("get_weather", "flaky", "broken")
 
 @pytest.fixture()
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(tool_first=True,
-                           tool_args={t: {"city": "Paris"} for t in TOOLS}) as srv:
+    with ScriptedLLMServer.calling_tools("Paris", TOOLS) as srv:
         yield srv
 
 

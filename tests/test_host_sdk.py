@@ -18,12 +18,7 @@ from _support.components import clean_env, require_module
 from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer
 from _support.sdk_releases import needs, openai_lacks
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from _support.telemetry import SdkTelemetry, observing
 
 openai = require_module("openai")
 anthropic = require_module("anthropic")
@@ -32,51 +27,14 @@ pytestmark = pytest.mark.host("openai", "anthropic")
 from otelmw import get_pipeline  # noqa: E402
 from otelmw.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 from otelmw.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otelmw.telemetry.content import ContentPolicy  # noqa: E402
-from otelmw.telemetry.observer import TelemetryObserver  # noqa: E402
 
 MSGS = [{"role": "user", "content": "hello"}]
 
 
-class Telemetry:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        tp = TracerProvider()
-        tp.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.observer = TelemetryObserver(tp, MeterProvider(metric_readers=[self.reader]),
-                                          LoggerProvider(), content=ContentPolicy(),
-                                          failures=get_pipeline().failures)
-
-    def chat_spans(self) -> list[Any]:
-        return [s for s in self.spans.get_finished_spans() if s.name.startswith("chat")]
-
-    def metric_points(self, name: str) -> list[Any]:
-        out = []
-        for rm in self.reader.get_metrics_data().resource_metrics:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == name:
-                        out.extend(m.data.data_points)
-        return out
-
-
 @pytest.fixture()
-def tel() -> Iterator[Telemetry]:
-    pipe = get_pipeline()
-    saved = pipe.observer
-    t = Telemetry()
-    pipe.observer = t.observer
-    oi, ai = OpenAIInstrumentor(), AnthropicInstrumentor()
-    oi.instrument()
-    ai.instrument()
-    try:
+def tel() -> Iterator[SdkTelemetry]:
+    with observing(SdkTelemetry(), OpenAIInstrumentor(), AnthropicInstrumentor()) as t:
         yield t
-    finally:
-        oi.uninstrument()
-        ai.uninstrument()
-        t.observer.close()
-        pipe.observer = saved
 
 
 @pytest.fixture()
@@ -85,7 +43,7 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-def test_sync_chat_completion_span_has_semconv_attributes(tel: Telemetry,
+def test_sync_chat_completion_span_has_semconv_attributes(tel: SdkTelemetry,
                                                           server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     resp = client.chat.completions.create(model="gpt-test", messages=MSGS, temperature=0.5)
@@ -106,7 +64,7 @@ def test_sync_chat_completion_span_has_semconv_attributes(tel: Telemetry,
 
 
 def test_streaming_usage_chunk_recorded_and_span_ends_on_exhaustion(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     stream = client.chat.completions.create(model="gpt-s", messages=MSGS, stream=True,
                                             stream_options={"include_usage": True})
@@ -121,7 +79,7 @@ def test_streaming_usage_chunk_recorded_and_span_ends_on_exhaustion(
 
 
 def test_streaming_with_block_and_early_break_ends_span_once(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     server.push_text("one two three four five six")
     with client.chat.completions.create(model="gpt-b", messages=MSGS, stream=True) as stream:
@@ -133,7 +91,7 @@ def test_streaming_with_block_and_early_break_ends_span_once(
     assert len(tel.chat_spans()) == 1
 
 
-def test_async_and_async_streaming_chat(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_async_and_async_streaming_chat(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     async def run() -> None:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
         await client.chat.completions.create(model="gpt-a1", messages=MSGS)
@@ -151,7 +109,7 @@ def test_async_and_async_streaming_chat(tel: Telemetry, server: ScriptedLLMServe
 
 
 @needs(openai_lacks(responses=True))
-def test_responses_api_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_responses_api_create(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     resp = client.responses.create(model="gpt-r", input="hi")
     (span,) = tel.chat_spans()
@@ -160,7 +118,7 @@ def test_responses_api_create(tel: Telemetry, server: ScriptedLLMServer) -> None
     assert span.attributes["gen_ai.usage.input_tokens"] == resp.usage.input_tokens
 
 
-def test_anthropic_messages_create_and_stream(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_anthropic_messages_create_and_stream(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = anthropic.Anthropic(base_url=server.root_url, api_key="x", max_retries=0)
     msg = client.messages.create(model="claude-t", max_tokens=20, messages=MSGS)
     for _ in client.messages.create(model="claude-s", max_tokens=20, messages=MSGS,
@@ -178,7 +136,7 @@ def test_anthropic_messages_create_and_stream(tel: Telemetry, server: ScriptedLL
     assert streamed.attributes["gen_ai.usage.input_tokens"] >= 1
 
 
-def test_anthropic_async_create(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_anthropic_async_create(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     async def run() -> Any:
         client = anthropic.AsyncAnthropic(base_url=server.root_url, api_key="x", max_retries=0)
         return await client.messages.create(model="claude-a", max_tokens=20, messages=MSGS)
@@ -188,7 +146,7 @@ def test_anthropic_async_create(tel: Telemetry, server: ScriptedLLMServer) -> No
     assert span.attributes["gen_ai.response.id"] == msg.id
 
 
-def test_provider_error_marks_span_error(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_provider_error_marks_span_error(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     server.push_error(500, "boom")
     with pytest.raises(openai.InternalServerError) as info:
@@ -200,7 +158,7 @@ def test_provider_error_marks_span_error(tel: Telemetry, server: ScriptedLLMServ
 
 
 def test_otelmw_llm_request_middleware_applies_to_plain_sdk_calls(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     def pin_model(**kw: Any) -> Any:
         request = dict(kw["request"])
         request["model"] = "gpt-pinned"
@@ -220,7 +178,7 @@ def test_otelmw_llm_request_middleware_applies_to_plain_sdk_calls(
 
 
 def test_nested_host_layer_gets_one_chat_span_enriched_by_sdk(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
 
     def host_adapter(request: dict[str, Any]) -> Any:  # a host calling the SDK inside
@@ -241,7 +199,7 @@ def test_uninstrument_restores_originals_and_emits_nothing(server: ScriptedLLMSe
     import openai.resources.chat.completions as mod  # a module up to 1.4x, a package since
 
     original = mod.Completions.__dict__["create"]
-    t = Telemetry()
+    t = SdkTelemetry()
     pipe = get_pipeline()
     saved, pipe.observer = pipe.observer, t.observer
     inst = OpenAIInstrumentor()
@@ -324,7 +282,7 @@ def test_otelmw_run_lights_up_an_unmodified_openai_program(tmp_path: Path,
         assert span.resource["service.name"] == "app"
 
 
-def test_sdk_create_signatures_unchanged_by_wrapping(tel: Telemetry) -> None:
+def test_sdk_create_signatures_unchanged_by_wrapping(tel: SdkTelemetry) -> None:
     from openai.resources.chat.completions import Completions
 
     params = inspect.signature(Completions.create).parameters
@@ -432,7 +390,7 @@ def _create(is_async: bool, server: ScriptedLLMServer, **request: Any) -> Any:
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-def test_chat_span_describes_the_rewritten_request(tel: Telemetry, server: ScriptedLLMServer,
+def test_chat_span_describes_the_rewritten_request(tel: SdkTelemetry, server: ScriptedLLMServer,
                                                    plugin: Any, is_async: bool) -> None:
     plugin("llm_request", _rewrite("gpt-pinned", temperature=0.1, max_tokens=None))
     _create(is_async, server, model="gpt-asked", temperature=0.9, max_tokens=50)
@@ -451,7 +409,7 @@ def test_chat_span_describes_the_rewritten_request(tel: Telemetry, server: Scrip
 
 
 def test_rewrite_that_keeps_the_model_records_no_original_model(
-        tel: Telemetry, server: ScriptedLLMServer, plugin: Any) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer, plugin: Any) -> None:
     plugin("llm_request", _rewrite(max_tokens=7))
     _create(False, server, model="gpt-same")
     (span,) = tel.chat_spans()
@@ -460,7 +418,7 @@ def test_rewrite_that_keeps_the_model_records_no_original_model(
 
 
 def test_chat_span_follows_a_request_a_wrapper_passes_on(
-        tel: Telemetry, server: ScriptedLLMServer, plugin: Any) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer, plugin: Any) -> None:
     def fallback(**kw: Any) -> Any:  # a wrapper that sends another model downstream
         return kw["next_call"]({**kw["request"], "model": "gpt-fallback"})
 
@@ -476,7 +434,7 @@ def test_chat_span_follows_a_request_a_wrapper_passes_on(
 # ------------------------------------------------------------- nested model calls
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_model_call_inside_a_wrapper_gets_its_own_chat_span(
-        tel: Telemetry, server: ScriptedLLMServer, plugin: Any, is_async: bool) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer, plugin: Any, is_async: bool) -> None:
     # A guardrail asking another model first; the judge's own call passes through it.
     def judge(**kw: Any) -> Any:
         if kw["request"]["model"] != "gpt-judge":
@@ -508,11 +466,11 @@ def test_model_call_inside_a_wrapper_gets_its_own_chat_span(
 
 
 # --------------------------------------------------------------------- embeddings
-def _embedding_spans(tel: Telemetry) -> list[Any]:
+def _embedding_spans(tel: SdkTelemetry) -> list[Any]:
     return [s for s in tel.spans.get_finished_spans() if s.name.startswith("embeddings")]
 
 
-def test_embeddings_span_and_metrics(tel: Telemetry, server: ScriptedLLMServer) -> None:
+def test_embeddings_span_and_metrics(tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     resp = client.embeddings.create(model="emb-small", input=["alpha", "beta gamma"])
     rec = server.requests[-1]
@@ -538,7 +496,7 @@ def test_embeddings_span_and_metrics(tel: Telemetry, server: ScriptedLLMServer) 
 
 
 def test_async_embeddings_with_encoding_format_and_dimensions(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     async def run() -> Any:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
         encoded = await client.embeddings.create(model="emb-b64", input="hello",
@@ -558,7 +516,7 @@ def test_async_embeddings_with_encoding_format_and_dimensions(
     assert [r.body["dimensions"] for r in server.requests if "dimensions" in r.body] == [16]
 
 
-def test_embeddings_error_marks_span_and_metric(tel: Telemetry,
+def test_embeddings_error_marks_span_and_metric(tel: SdkTelemetry,
                                                 server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     server.push_error(500, "boom")
@@ -573,7 +531,7 @@ def test_embeddings_error_marks_span_and_metric(tel: Telemetry,
 
 
 def test_embeddings_inside_a_host_chat_call_is_a_span_of_its_own(
-        tel: Telemetry, server: ScriptedLLMServer) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
 
     def host_adapter(request: dict[str, Any]) -> Any:  # retrieval, then the model call
@@ -592,7 +550,7 @@ def test_embeddings_inside_a_host_chat_call_is_a_span_of_its_own(
 
 @pytest.mark.parametrize("stage", ["llm_request", "pre_api_request"])
 def test_model_call_from_a_rewrite_or_hook_is_its_own_chat_span(
-        tel: Telemetry, server: ScriptedLLMServer, stage: str) -> None:
+        tel: SdkTelemetry, server: ScriptedLLMServer, stage: str) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
 
     def classify(**kw: Any) -> None:  # asks a small model, changes nothing

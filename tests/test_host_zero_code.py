@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 
 import pytest
 from _support.components import clean_env
-from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
+from _support.host_scenarios import PROMPT_EXPORT, result_of, run_ok
+from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedRun, ReceivedSpan
 from _support.scripted_llm import RecordedRequest, ScriptedLLMServer
 
 TESTS = Path(__file__).resolve().parent
@@ -46,7 +46,7 @@ def opentelemetry_instrument() -> str:
 
 
 @dataclass(slots=True)
-class ZeroCodeRun:
+class ZeroCodeRun(ReceivedRun):
     """One program run under ``opentelemetry-instrument``: its output and what arrived."""
 
     stdout: str
@@ -55,19 +55,12 @@ class ZeroCodeRun:
     posts: list[RecordedRequest]  # the chat requests the model server got, in order
     chat_durations: int  # gen_ai.client.operation.duration's count for chat operations
 
-    def named(self, prefix: str) -> list[ReceivedSpan]:
-        return sorted((s for s in self.spans if s.name.startswith(prefix)),
-                      key=lambda s: s.start_ns)
-
     def traces(self) -> list[list[ReceivedSpan]]:
         """The spans of each trace, by start time; traces in the order they started."""
         by_trace: dict[str, list[ReceivedSpan]] = {}
         for span in sorted(self.spans, key=lambda s: s.start_ns):
             by_trace.setdefault(span.trace_id, []).append(span)
         return list(by_trace.values())
-
-    def hook_logs(self, hook: str) -> list[ReceivedLog]:
-        return [x for x in self.logs if x.event_name == f"otelmw.hook.{hook}"]
 
     def sent_tool_call_ids(self) -> list[str]:
         """The ids of the tool calls the model made, as sent back to it."""
@@ -85,14 +78,9 @@ def run_under_instrument(program: Path, tmp: Path, srv: ScriptedLLMServer,
         env = {k: v for k, v in clean_env(tmp).items()
                if not k.startswith(("OPENAI_", "HERMES_"))}
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
-                   OTEL_SERVICE_NAME="zero-code-test",
-                   OTEL_METRIC_EXPORT_INTERVAL="600000",  # one metrics export, at exit
-                   OTEL_BSP_SCHEDULE_DELAY="100", OTEL_BLRP_SCHEDULE_DELAY="100",
-                   **env_extra)
-        proc = subprocess.run([opentelemetry_instrument(), sys.executable, str(program)],
-                              env=env, cwd=tmp, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+                   OTEL_SERVICE_NAME="zero-code-test", **PROMPT_EXPORT, **env_extra)
+        proc = run_ok([opentelemetry_instrument(), sys.executable, str(program)], env, tmp,
+                      TIMEOUT)
         rx.wait_for_metric(DURATION)  # the one metrics export, at the program's exit
         points = [p for m in rx.metrics(DURATION) for p in m.data_points
                   if p.attributes["gen_ai.operation.name"] == "chat"]
@@ -177,8 +165,7 @@ def hermes(tmp_path_factory: pytest.TempPathFactory) -> tuple[ZeroCodeRun, dict[
                "prompts": ["Read my notes.", "And now?"]}
         run = run_under_instrument(HERMES_PROGRAM, tmp, srv, HERMES_HOME=str(home),
                                    HX_CONFIG=json.dumps(cfg))
-        report = json.loads([x for x in run.stdout.splitlines()
-                             if x.startswith("RESULT ")][-1].removeprefix("RESULT "))
+        report = result_of(run.stdout)
         return run, report | {"port": srv.port}
 
 

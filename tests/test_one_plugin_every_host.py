@@ -70,9 +70,10 @@ import pytest
 from _support.cli import otelmw_cmd
 from _support.components import clean_env
 from _support.distributions import PLUGINS, install_distribution, on_pythonpath
+from _support.host_scenarios import PROMPT_EXPORT, result_of, run_ok
 from _support.one_plugin_hosts import DRIVERS, MODEL_TOOL_CALLS, PROMPT
 from _support.one_plugin_hosts import weather_policy as policy
-from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan
+from _support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedRun, ReceivedSpan
 from _support.scripted_llm import RecordedRequest, ScriptedLLMServer
 
 pytestmark = pytest.mark.timeout(300)
@@ -86,7 +87,7 @@ OTELMW_SCHEMA = "otelmw.observer.v1"
 
 
 @dataclass(slots=True)
-class HostRun:
+class HostRun(ReceivedRun):
     """One driver's turn under ``otelmw run``: its report, what the model server and the
     receiver got, and the plugin's audit lines."""
 
@@ -97,14 +98,6 @@ class HostRun:
     posts: list[RecordedRequest]  # the model requests, in order
     audit: list[dict[str, Any]]
     stderr: str
-
-    def named(self, prefix: str) -> list[ReceivedSpan]:
-        return sorted((s for s in self.spans if s.name.startswith(prefix)),
-                      key=lambda s: s.start_ns)
-
-    def children(self, span: ReceivedSpan) -> list[ReceivedSpan]:
-        return sorted((s for s in self.spans if s.parent_span_id == span.span_id),
-                      key=lambda s: s.start_ns)
 
     def tool_calls(self) -> list[ReceivedSpan]:
         """The turn's ``execute_tool`` spans; an MCP server's tool call (it carries the
@@ -151,20 +144,16 @@ def run_driver(driver: str, root: Path) -> HostRun:
     with ScriptedLLMServer() as srv, OtlpReceiver() as rx:
         srv.push_tool_calls(MODEL_TOOL_CALLS)
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
-                   OTEL_SERVICE_NAME=f"one-plugin-{driver}",
-                   OTEL_METRIC_EXPORT_INTERVAL="600000", OTEL_BSP_SCHEDULE_DELAY="100",
-                   OTEL_BLRP_SCHEDULE_DELAY="100", WEATHER_POLICY_AUDIT=str(audit))
+                   OTEL_SERVICE_NAME=f"one-plugin-{driver}", **PROMPT_EXPORT,
+                   WEATHER_POLICY_AUDIT=str(audit))
         cmd = [*otelmw_cmd(), "run", "--", sys.executable, "-m", "_support.one_plugin_hosts",
                driver, srv.root_url]
-        proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+        proc = run_ok(cmd, env, root, TIMEOUT)
         rx.wait_for(lambda: any(s.name.startswith("invoke_agent") for s in rx.spans()))
         rx.wait_for(lambda: len(rx.logs()) >= 2 * len(MODEL_TOOL_CALLS))
         api = DRIVERS[driver].api
         lines = audit.read_text().splitlines() if audit.exists() else []
-        return HostRun(driver, json.loads(line.removeprefix("RESULT ")), rx.spans(), rx.logs(),
+        return HostRun(driver, result_of(proc.stdout), rx.spans(), rx.logs(),
                        [r for r in srv.requests if r.api == api],
                        [json.loads(x) for x in lines], proc.stderr)
 

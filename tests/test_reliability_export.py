@@ -31,44 +31,14 @@ from _support.otlp_receiver import OtlpReceiver, free_port
 TIMEOUT = 120
 COLLECTOR_LIMIT = 4 * 1024 * 1024  # gRPC's (and the Collector's) default receive limit
 
-HEAVY = textwrap.dedent("""
-    import json, os, sys
-    from otelmw import Pipeline, RuntimeMiddlewareRegistry
-    from otelmw.core.results import NormalizedToolResult
-    from otelmw.telemetry.export import guard
-    from otelmw.telemetry.configuration import configure
-
-    pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
-    tel = configure("export-bound", pipeline=pipe)
-
-    class Vendor:  # metadata at the documented bounds: 32 keys of 64, values of 256 chars
-        runtime_id = "vendor"
-        def normalize(self, result, tool_name, ctx):
-            meta = {("k%02d" % i).ljust(64, "k"): chr(97 + i % 26) * 256 for i in range(32)}
-            return NormalizedToolResult(content=result, metadata=meta, raw_result=result)
-
-    pipe.normalizers.register("vendor", Vendor())
-    n = int(sys.argv[1])
-    for i in range(n):
-        pipe.run_tool("heavy", {"i": i}, lambda a: {"ok": a["i"]}, tool_call_id=f"h{i}",
-                      runtime_id="vendor", raise_errors=True)
-    if sys.argv[2] == "oversized":  # one span of ~64 MB: 128 events x 128 attributes x 4 KB
-        from opentelemetry import trace
-        span = trace.get_tracer("app").start_span("oversized")
-        for e in range(128):
-            span.add_event(f"e{e}", {f"a{j}": "x" * 4096 for j in range(128)})
-        span.end()
-    tel.shutdown()
-    print("DROPS", json.dumps({f"{s}/{r}": v for (s, r), v in guard.drop_counts().items()}))
-""")
+# The stack tests' program (tests/stack_scripts), here at the suite's receiver.
+HEAVY = Path(__file__).resolve().parent / "stack_scripts" / "heavy_tool_spans.py"
 
 
 def run_heavy(tmp_path: Path, rx: OtlpReceiver, n: int, extra: str = "-",
               **env: str) -> dict[str, int]:
-    script = tmp_path / "heavy.py"
-    script.write_text(HEAVY)
     proc = subprocess.run(
-        [sys.executable, str(script), str(n), extra], cwd=tmp_path, capture_output=True,
+        [sys.executable, str(HEAVY), str(n), extra], cwd=tmp_path, capture_output=True,
         text=True, timeout=TIMEOUT,
         env=clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
                       OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",

@@ -34,12 +34,8 @@ from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
 from _support.sdk_releases import needs, openai_lacks
 from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
-from _support.telemetry import TelemetryHarness
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
+from _support.telemetry import SdkTelemetry, TelemetryHarness
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from otelmw import get_pipeline
@@ -90,34 +86,19 @@ def parts_of(messages: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- SDK hosts
-class Telemetry:
-    def __init__(self, mode: str, max_length: int = 4096) -> None:
-        self.spans = InMemorySpanExporter()
-        tp = TracerProvider()
-        tp.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.observer = TelemetryObserver(tp, MeterProvider(), LoggerProvider(),
-                                          content=ContentPolicy(mode, max_length),
-                                          failures=get_pipeline().failures)
-
-    def chat(self) -> Any:
-        chats = [s for s in self.spans.get_finished_spans() if s.name.startswith("chat")]
-        assert len(chats) == 1, [s.name for s in chats]
-        return chats[0]
-
-
 @pytest.fixture()
 def observed() -> Iterator[Any]:
     """``observed(mode, max_length)``: the SDK instrumentors on, reporting to a fresh
-    in-memory ``Telemetry`` with that content policy."""
+    in-memory ``SdkTelemetry`` with that content policy."""
     from otelmw.instrumentation.anthropic import AnthropicInstrumentor
     from otelmw.instrumentation.openai import OpenAIInstrumentor
 
     pipe = get_pipeline()
     saved = pipe.observer
-    made: list[Telemetry] = []
+    made: list[SdkTelemetry] = []
 
-    def make(mode: str, max_length: int = 4096) -> Telemetry:
-        t = Telemetry(mode, max_length)
+    def make(mode: str, max_length: int = 4096) -> SdkTelemetry:
+        t = SdkTelemetry(mode, max_length)
         pipe.observer = t.observer
         made.append(t)
         return t

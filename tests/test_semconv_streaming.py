@@ -115,6 +115,14 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
+@pytest.fixture
+def streaming(server: ScriptedLLMServer) -> ScriptedLLMServer:
+    """The server with its next answer queued: ``"This is a test."``, its first chunk
+    ``FIRST_CHUNK_DELAY`` late (so a time to first chunk is measurable)."""
+    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+    return server
+
+
 def chat_spans(h: TelemetryHarness) -> list[ReadableSpan]:
     return [s for s in h.spans() if s.name.startswith("chat ")]
 
@@ -169,9 +177,8 @@ def anthropic_client(server: ScriptedLLMServer, *, is_async: bool = False) -> An
 @pytest.mark.host("openai")
 @needs(openai_lacks(chat_params=("service_tier",)))
 def test_openai_chat_stream_has_the_official_keys_and_chunk_metrics(
-        sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    stream = openai_client(server).chat.completions.create(
+        sdk: TelemetryHarness, streaming: ScriptedLLMServer) -> None:
+    stream = openai_client(streaming).chat.completions.create(
         model="gpt-4o-mini", messages=CONFORMANCE_MESSAGES, max_tokens=100, temperature=0.5,
         top_p=0.9, frequency_penalty=0.1, presence_penalty=0.2, stop=["\n\n"], seed=42,
         service_tier="default", stream=True, stream_options={"include_usage": True})
@@ -183,7 +190,7 @@ def test_openai_chat_stream_has_the_official_keys_and_chunk_metrics(
     usage = chunks[-1].usage  # include_usage: the last chunk carries it
     assert attrs["gen_ai.usage.input_tokens"] == usage.prompt_tokens
     assert attrs["gen_ai.usage.output_tokens"] == usage.completion_tokens
-    assert attrs["gen_ai.response.id"] == chunks[0].id == server.requests[-1].response_id
+    assert attrs["gen_ai.response.id"] == chunks[0].id == streaming.requests[-1].response_id
     assert attrs["gen_ai.response.model"] == chunks[0].model
     assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
     # One first-chunk point, one point per later chunk, as the official ones record.
@@ -196,11 +203,10 @@ def test_openai_chat_stream_has_the_official_keys_and_chunk_metrics(
 
 @pytest.mark.host("openai")
 def test_openai_async_chat_stream_times_its_chunks(sdk: TelemetryHarness,
-                                                   server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+                                                   streaming: ScriptedLLMServer) -> None:
 
     async def consume() -> int:
-        client = openai_client(server, is_async=True)
+        client = openai_client(streaming, is_async=True)
         stream = await client.chat.completions.create(
             model="gpt-4o-mini", messages=CONFORMANCE_MESSAGES, stream=True)
         return len([chunk async for chunk in stream])
@@ -214,9 +220,8 @@ def test_openai_async_chat_stream_times_its_chunks(sdk: TelemetryHarness,
 @pytest.mark.host("openai")
 @needs(openai_lacks(responses=True))
 def test_openai_responses_stream_has_the_official_keys(sdk: TelemetryHarness,
-                                                       server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    stream = openai_client(server).responses.create(
+                                                       streaming: ScriptedLLMServer) -> None:
+    stream = openai_client(streaming).responses.create(
         model="gpt-4o-mini", instructions="You are a helpful assistant.",
         input="Say this is a test", max_output_tokens=100, temperature=0.5, top_p=0.9,
         stream=True)
@@ -248,12 +253,11 @@ def test_a_stream_left_before_its_first_chunk_has_no_time_to_first_chunk(
 @pytest.mark.host("openai")
 @pytest.mark.parametrize("host_returns", ["summary", "stream"])
 def test_host_level_chat_span_is_timed_once_by_the_sdk_stream_under_it(
-        sdk: TelemetryHarness, server: ScriptedLLMServer, host_returns: str) -> None:
+        sdk: TelemetryHarness, streaming: ScriptedLLMServer, host_returns: str) -> None:
     """A host's ``chat`` span over an SDK stream (the SDK layer enriches it, no span
     of its own): the time to first chunk is the host span's, recorded once, whether
     the host reads the stream itself or hands it back to its caller."""
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    client = openai_client(server)
+    client = openai_client(streaming)
     seen: list[Any] = []
 
     def host_adapter(request: dict[str, Any]) -> Any:
@@ -281,10 +285,9 @@ def test_host_level_chat_span_is_timed_once_by_the_sdk_stream_under_it(
 
 @pytest.mark.host("anthropic")
 def test_anthropic_create_stream_has_the_official_keys(sdk: TelemetryHarness,
-                                                       server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+                                                       streaming: ScriptedLLMServer) -> None:
     request = anthropic_request()
-    events = list(anthropic_client(server).messages.create(stream=True, **request))
+    events = list(anthropic_client(streaming).messages.create(stream=True, **request))
     assert_conformant(sdk, "anthropic", "messages_create_stream")
     (span,) = chat_spans(sdk)
     assert_streamed_span(span)
@@ -298,11 +301,10 @@ def test_anthropic_create_stream_has_the_official_keys(sdk: TelemetryHarness,
 
 @pytest.mark.host("anthropic")
 def test_anthropic_messages_stream_is_one_chat_span_with_the_official_keys(
-        sdk: TelemetryHarness, server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+        sdk: TelemetryHarness, streaming: ScriptedLLMServer) -> None:
     request = anthropic_request()  # the conformance streaming.py scenario
-    manager = anthropic_client(server).messages.stream(**request)
-    assert server.requests == [] and chat_spans(sdk) == []  # sent when entered
+    manager = anthropic_client(streaming).messages.stream(**request)
+    assert streaming.requests == [] and chat_spans(sdk) == []  # sent when entered
     with manager as stream:
         for _ in stream:
             pass
@@ -313,22 +315,21 @@ def test_anthropic_messages_stream_is_one_chat_span_with_the_official_keys(
     assert_sampling_recorded(span, request)
     attrs = span.attributes or {}
     assert span.name == "chat claude-sonnet-4-20250514"
-    assert attrs["gen_ai.response.id"] == final.id == server.requests[-1].response_id
+    assert attrs["gen_ai.response.id"] == final.id == streaming.requests[-1].response_id
     assert attrs["gen_ai.usage.output_tokens"] == final.usage.output_tokens
     assert attrs["gen_ai.request.max_tokens"] == 100
     assert attrs["otelmw.api_mode"] == "anthropic_messages"
-    assert len(server.requests) == 1 and point_count(sdk, M_DURATION) == 1
+    assert len(streaming.requests) == 1 and point_count(sdk, M_DURATION) == 1
     assert point_count(sdk, M_TTFC) == 1 and point_count(sdk, M_PER_CHUNK) >= 1
 
 
 @pytest.mark.host("anthropic")
 @pytest.mark.parametrize("reader", ["text_stream", "get_final_text", "until_done"])
 def test_anthropic_messages_stream_read_by_a_helper_feeds_the_span(
-        sdk: TelemetryHarness, server: ScriptedLLMServer, reader: str) -> None:
+        sdk: TelemetryHarness, streaming: ScriptedLLMServer, reader: str) -> None:
     """The span reads the raw event stream under the ``MessageStream``: the SDK's
     own readers, which do not iterate the object handed to the caller, feed it too."""
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
-    with anthropic_client(server).messages.stream(**anthropic_request()) as stream:
+    with anthropic_client(streaming).messages.stream(**anthropic_request()) as stream:
         if reader == "text_stream":
             assert "".join(stream.text_stream) == "This is a test."
         else:
@@ -341,11 +342,10 @@ def test_anthropic_messages_stream_read_by_a_helper_feeds_the_span(
 
 @pytest.mark.host("anthropic")
 def test_anthropic_async_messages_stream(sdk: TelemetryHarness,
-                                         server: ScriptedLLMServer) -> None:
-    server.push_text("This is a test.", delay=FIRST_CHUNK_DELAY)
+                                         streaming: ScriptedLLMServer) -> None:
 
     async def consume() -> Any:
-        client = anthropic_client(server, is_async=True)
+        client = anthropic_client(streaming, is_async=True)
         async with client.messages.stream(**anthropic_request()) as stream:
             async for _ in stream.text_stream:
                 pass

@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _support.components import unavailable
+from _support.stack import dump_yaml, load_yaml
 from _support.stack_queries import (
     COLLECTOR_SERIES,
     SDK_INSTRUMENTS,
@@ -78,19 +79,6 @@ def _compose_command() -> list[str]:
     unavailable("`docker-compose` or `docker compose`")
 
 
-def _yaml() -> Any:
-    try:
-        import yaml
-    except ImportError:
-        unavailable("PyYAML")
-    return yaml
-
-
-def _load_yaml(path: Path) -> Any:
-    with path.open(encoding="utf-8") as f:
-        return _yaml().safe_load(f)
-
-
 def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
@@ -107,7 +95,7 @@ def _compose_env(tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str
 
 
 def _compose() -> dict[str, Any]:
-    data: dict[str, Any] = _load_yaml(COMPOSE_FILE)
+    data: dict[str, Any] = load_yaml(COMPOSE_FILE)
     return data
 
 
@@ -183,16 +171,13 @@ def test_promtool_check_config() -> None:
 def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     """promtool parses every (rendered) panel query as a recording rule expression."""
     promtool = _tool("promtool")
-    yaml = _yaml()
     queries = dashboard_queries()
     assert queries
     rules = [
         {"record": f"otelmw:dashboard_query:{i}", "expr": q.expr} for i, q in enumerate(queries)
     ]
     rules_file = tmp_path / "dashboard_queries.rules.yml"
-    rules_file.write_text(
-        yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}), encoding="utf-8"
-    )
+    dump_yaml({"groups": [{"name": "dashboards", "rules": rules}]}, rules_file)
     result = _run([promtool, "check", "rules", str(rules_file)])
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -202,7 +187,7 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
 
 @pytest.fixture(params=COLLECTOR_CONFIGS, ids=lambda p: p.name)
 def collector_config(request: pytest.FixtureRequest) -> dict[str, Any]:
-    data: dict[str, Any] = _load_yaml(request.param)
+    data: dict[str, Any] = load_yaml(request.param)
     return data
 
 
@@ -278,7 +263,7 @@ def test_collector_has_health_check(collector_config: dict[str, Any]) -> None:
 
 
 def test_local_collector_pipelines() -> None:
-    config = _load_yaml(COLLECTOR_LOCAL)
+    config = load_yaml(COLLECTOR_LOCAL)
     pipelines = config["service"]["pipelines"]
     traces, metrics, logs = pipelines["traces"], pipelines["metrics"], pipelines["logs"]
     assert "otlp" in traces["receivers"]
@@ -308,7 +293,7 @@ def test_local_collector_pipelines() -> None:
 
 
 def test_local_collector_reads_the_otelmw_store() -> None:
-    config = _load_yaml(COLLECTOR_LOCAL)
+    config = load_yaml(COLLECTOR_LOCAL)
     files = {
         rid: r for rid, r in config["receivers"].items() if _component_type(rid) == "otlp_json_file"
     }
@@ -328,7 +313,7 @@ def test_local_collector_reads_the_otelmw_store() -> None:
 
 
 def test_local_collector_targets_are_compose_services() -> None:
-    config = _load_yaml(COLLECTOR_LOCAL)
+    config = load_yaml(COLLECTOR_LOCAL)
     services = set(_services())
     outbound = [
         endpoint
@@ -342,7 +327,7 @@ def test_local_collector_targets_are_compose_services() -> None:
 
 
 def test_local_collector_paths_are_mounted() -> None:
-    config = _load_yaml(COLLECTOR_LOCAL)
+    config = load_yaml(COLLECTOR_LOCAL)
     collector = _services()["collector"]
     targets = _volumes(collector)
     command = " ".join(collector["command"])
@@ -355,7 +340,7 @@ def test_local_collector_paths_are_mounted() -> None:
 
 
 def test_agent_tier_routes_by_trace_id() -> None:
-    config = _load_yaml(COLLECTOR_AGENT)
+    config = load_yaml(COLLECTOR_AGENT)
     lb = config["exporters"]["load_balancing"]
     assert lb["routing_key"] == "traceID"
     assert lb["resolver"]["dns"]["hostname"]
@@ -367,7 +352,7 @@ def test_agent_tier_routes_by_trace_id() -> None:
 
 
 def test_gateway_tier_tail_sampling() -> None:
-    config = _load_yaml(COLLECTOR_GATEWAY)
+    config = load_yaml(COLLECTOR_GATEWAY)
     sampling = config["processors"]["tail_sampling"]
     assert sampling["decision_wait"]
     policies = {p["type"]: p for p in sampling["policies"]}
@@ -455,7 +440,7 @@ def test_compose_prometheus() -> None:
 
 
 def test_prometheus_scrapes_the_collector() -> None:
-    config = _load_yaml(PROMETHEUS_CONFIG)
+    config = load_yaml(PROMETHEUS_CONFIG)
     services = set(_services())
     targets = {
         target
@@ -472,7 +457,7 @@ def test_prometheus_scrapes_the_collector() -> None:
 def test_compose_grafana_mounts() -> None:
     mounts = {target: source for target, (source, _m) in _volumes(_services()["grafana"]).items()}
     assert mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
-    providers = _load_yaml(DASHBOARD_PROVIDERS)["providers"]
+    providers = load_yaml(DASHBOARD_PROVIDERS)["providers"]
     assert providers
     for provider in providers:
         assert provider["type"] == "file"
@@ -483,7 +468,7 @@ def test_compose_grafana_mounts() -> None:
 
 
 def _provisioned_datasources() -> dict[str, dict[str, Any]]:
-    datasources = _load_yaml(DATASOURCES)["datasources"]
+    datasources = load_yaml(DATASOURCES)["datasources"]
     return {d["uid"]: d for d in datasources}
 
 

@@ -328,12 +328,18 @@ def test_traffic_feeds_every_contract_series(prometheus: PrometheusServer,
     assert float(result[0]["value"][1]) > 0, f"{selector} did not grow while scraped"
 
 
-@pytest.mark.parametrize("query", OWN_QUERIES, ids=_panel_ids(OWN_QUERIES))
-def test_panel_returns_data(prometheus: PrometheusServer, query: DashboardQuery) -> None:
+def accepted(prometheus: PrometheusServer, query: DashboardQuery) -> dict[str, Any]:
+    """Prometheus's answer to a panel's query, which it must have accepted."""
     status, doc = prometheus.query(query.expr)
     assert status == 200 and doc.get("status") == "success", (
         f"panel {query.panel_title!r} ({query.dashboard_file}): Prometheus rejected\n"
         f"  {query.expr}\n  -> {doc.get('errorType')}: {doc.get('error')}")
+    return doc
+
+
+@pytest.mark.parametrize("query", OWN_QUERIES, ids=_panel_ids(OWN_QUERIES))
+def test_panel_returns_data(prometheus: PrometheusServer, query: DashboardQuery) -> None:
+    doc = accepted(prometheus, query)
     result = doc["data"]["result"]
     assert doc["data"]["resultType"] == "vector"
     assert result, (
@@ -346,10 +352,7 @@ def test_panel_returns_data(prometheus: PrometheusServer, query: DashboardQuery)
 
 @pytest.mark.parametrize("query", COLLECTOR_QUERIES, ids=_panel_ids(COLLECTOR_QUERIES))
 def test_collector_panel_parses(prometheus: PrometheusServer, query: DashboardQuery) -> None:
-    status, doc = prometheus.query(query.expr)
-    assert status == 200 and doc.get("status") == "success", (
-        f"panel {query.panel_title!r} ({query.dashboard_file}): Prometheus rejected\n"
-        f"  {query.expr}\n  -> {doc.get('errorType')}: {doc.get('error')}")
+    accepted(prometheus, query)
 
 
 def test_healthy_run_has_no_failure_series(healthy_prometheus: PrometheusServer) -> None:

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _support.calls import MODEL
+from _support.calls import MODEL, AsyncItems
 from _support.telemetry import TelemetryHarness, is_child, is_error, is_unset
 from opentelemetry.trace import SpanKind
 
@@ -131,23 +131,13 @@ class FakeStream:
         return "custom method result"
 
 
-class FakeAsyncStream:
+class FakeAsyncStream(AsyncItems):
     """Shaped like ``openai.AsyncStream``."""
 
     def __init__(self, source: Source) -> None:
+        super().__init__(source._items())
         self._source = source
-        self._it = source._items()
         self.response = SimpleNamespace(headers={"x-request-id": "req-from-headers"})
-
-    async def __anext__(self) -> Any:
-        await asyncio.sleep(0)
-        try:
-            return next(self._it)
-        except StopIteration:
-            raise StopAsyncIteration from None
-
-    def __aiter__(self) -> FakeAsyncStream:
-        return self
 
     async def __aenter__(self) -> FakeAsyncStream:
         return self

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -32,6 +32,7 @@ __all__ = [
     "ReceivedLog",
     "ReceivedMetric",
     "ReceivedSpan",
+    "Service",
     "decode_any_value",
     "decode_attributes",
     "decode_otlp",
@@ -48,6 +49,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class Service:
+    """A server a test starts and stops, or runs for a ``with`` block."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class LocalHTTPServer(ThreadingHTTPServer):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -104,6 +104,24 @@ def callback(mode: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]
             return fn(**kw)
 
     return named(cb, name)
+
+
+class AsyncItems:
+    """An async iterator over ``items`` that yields to the event loop before each one,
+    as a stream read from the network does (the fake streams subclass it)."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self._items = iter(items)
+
+    def __aiter__(self) -> AsyncItems:
+        return self
+
+    async def __anext__(self) -> Any:
+        await asyncio.sleep(0)
+        try:
+            return next(self._items)
+        except StopIteration:
+            raise StopAsyncIteration from None
 
 
 class BaseCall:

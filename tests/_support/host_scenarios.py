@@ -21,10 +21,15 @@ from typing import Any
 
 from .digest_key import deployment_key
 from .distributions import PLUGINS, install_distribution, on_pythonpath
+from .driver import RESULT_PREFIX
 from .otlp_receiver import OtlpReceiver
 
 TIMEOUT = 120
-RESULT_PREFIX = "RESULT "
+
+# Spans and log records exported within 0.1 s of their end, metrics once (at exit): what a
+# test waits for arrives soon, and each metric in one export.
+PROMPT_EXPORT = {"OTEL_METRIC_EXPORT_INTERVAL": "600000", "OTEL_BSP_SCHEDULE_DELAY": "100",
+                 "OTEL_BLRP_SCHEDULE_DELAY": "100"}
 
 
 def scenario_env(tmp_path: Path, rx: OtlpReceiver, *, service: str | None = None,
@@ -48,16 +53,28 @@ def scenario_env(tmp_path: Path, rx: OtlpReceiver, *, service: str | None = None
     return env
 
 
+def run_ok(cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float = TIMEOUT
+           ) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` (its output captured); it must exit 0."""
+    proc = subprocess.run(cmd, env=dict(env), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def result_of(stdout: str, stderr: str = "") -> dict[str, Any]:
+    """A driver's report: the JSON of the last ``RESULT`` line of its ``stdout``."""
+    lines = [x for x in stdout.splitlines() if x.startswith(RESULT_PREFIX)]
+    assert lines, f"no {RESULT_PREFIX!r} line\n{stdout}\n{stderr}"
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
+    return result
+
+
 def run_scenario(script: Path, spec: Mapping[str, Any], env: Mapping[str, str], cwd: Path,
                  timeout: float = TIMEOUT) -> dict[str, Any]:
     """Run ``script SPEC_JSON``; it must exit 0. Returns its last ``RESULT`` line."""
-    proc = subprocess.run([sys.executable, str(script), json.dumps(spec)], env=dict(env),
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    lines = [x for x in proc.stdout.splitlines() if x.startswith(RESULT_PREFIX)]
-    assert lines, f"no {RESULT_PREFIX!r} line\n{proc.stdout}\n{proc.stderr}"
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
-    return result
+    proc = run_ok([sys.executable, str(script), json.dumps(spec)], env, cwd, timeout)
+    return result_of(proc.stdout, proc.stderr)
 
 
 def installed_plugin(tmp_path: Path, module: Path, entry_point: str, env: dict[str, str]
@@ -71,3 +88,18 @@ def installed_plugin(tmp_path: Path, module: Path, entry_point: str, env: dict[s
                                 {PLUGINS: {name: target}}, {module.name: module.read_text()})
     on_pythonpath(env, site)
     return site
+
+
+def exported_texts(rx: OtlpReceiver) -> list[str]:
+    """Everything ``rx`` got that could carry content, as JSON texts: one for each span
+    (its name, attributes, events' attributes and status message) and one for each log
+    record (its attributes and body)."""
+    blobs = [json.dumps([s.name, s.attributes, [e.attributes for e in s.events],
+                         s.status_message], default=str) for s in rx.spans()]
+    return blobs + [json.dumps([x.attributes, x.body], default=str) for x in rx.logs()]
+
+
+def assert_no_canary(rx: OtlpReceiver, canaries: tuple[str, ...]) -> None:
+    """No span or log record ``rx`` got carries any of ``canaries``."""
+    leaked = [b for b in exported_texts(rx) if any(c in b for c in canaries)]
+    assert not leaked, leaked[:2]

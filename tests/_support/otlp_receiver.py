@@ -33,6 +33,7 @@ from _support import (
     ReceivedLog,
     ReceivedMetric,
     ReceivedSpan,
+    Service,
     decode_otlp,
     free_port,
     hex_ids_to_base64,
@@ -42,7 +43,7 @@ _T = TypeVar("_T")
 
 # The decoded data model lives in ``_support``; callers import it from there. These are
 # the names callers take from this module.
-__all__ = ["OtlpReceiver", "ReceivedLog", "ReceivedSpan", "free_port"]
+__all__ = ["OtlpReceiver", "ReceivedLog", "ReceivedRun", "ReceivedSpan", "free_port"]
 
 Signal = Literal["traces", "logs", "metrics"]
 Protocol = Literal["grpc", "http"]
@@ -55,6 +56,29 @@ _MESSAGES: dict[str, tuple[type[Message], type[Message]]] = {
     "metrics": (_mt.ExportMetricsServiceRequest, _mt.ExportMetricsServiceResponse),
 }
 _HTTP_PATHS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
+
+
+class ReceivedRun:
+    """What a receiver got from one program's run (``spans``, ``logs``), with the queries
+    the host tests make of it; a host test's record of a run subclasses it."""
+
+    __slots__ = ()
+    spans: list[ReceivedSpan]
+    logs: list[ReceivedLog]
+
+    def named(self, prefix: str) -> list[ReceivedSpan]:
+        """The spans whose name starts with ``prefix``, by start time."""
+        return sorted((s for s in self.spans if s.name.startswith(prefix)),
+                      key=lambda s: s.start_ns)
+
+    def children(self, span: ReceivedSpan) -> list[ReceivedSpan]:
+        """``span``'s children, by start time."""
+        return sorted((s for s in self.spans if s.parent_span_id == span.span_id),
+                      key=lambda s: s.start_ns)
+
+    def hook_logs(self, hook: str) -> list[ReceivedLog]:
+        """The log records of otelmw's events for ``hook``."""
+        return [x for x in self.logs if x.event_name == f"otelmw.hook.{hook}"]
 
 
 class _Servicer:
@@ -109,7 +133,7 @@ class _OtlpHttpHandler(LocalHandler):
             self.send_body(200, resp_cls().SerializeToString(), "application/x-protobuf")
 
 
-class OtlpReceiver:
+class OtlpReceiver(Service):
     """In-process OTLP receiver: gRPC and HTTP endpoints on 127.0.0.1."""
 
     def __init__(
@@ -186,12 +210,6 @@ class OtlpReceiver:
         http, self._http = self._http, None
         if http is not None:
             http.stop()
-
-    def __enter__(self) -> OtlpReceiver:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def grpc_endpoint(self) -> str:

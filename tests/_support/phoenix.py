@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from _support import free_port
+from _support import Service, free_port
 
 __all__ = ["PhoenixServer", "PhoenixSpan", "PhoenixStartError"]
 
@@ -108,7 +108,7 @@ class PhoenixSpan:
         return [by_index[i] for i in sorted(by_index)]
 
 
-class PhoenixServer:
+class PhoenixServer(Service):
     """``with PhoenixServer(python, workdir) as phoenix:``, a Phoenix on free ports."""
 
     def __init__(self, python: str, workdir: Path,
@@ -181,12 +181,6 @@ class PhoenixServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-
-    def __enter__(self) -> PhoenixServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):

@@ -22,11 +22,11 @@ import struct
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from _support import LocalHandler, LocalHTTPServer
+from _support import LocalHandler, LocalHTTPServer, Service
 
 __all__ = ["RecordedRequest", "ScriptedLLMServer", "ScriptedReply"]
 
@@ -406,7 +406,7 @@ class _MessagesAPI(_Turn):
         yield ev("message_stop")
 
 
-class ScriptedLLMServer:
+class ScriptedLLMServer(Service):
     """Scripted OpenAI (chat + responses) and Anthropic (messages) compatible server."""
 
     def __init__(
@@ -429,6 +429,13 @@ class ScriptedLLMServer:
         self._ids: Counter[str] = Counter()
         self._http: LocalHTTPServer | None = None
 
+    @classmethod
+    def calling_tools(cls, city: str, tools: Iterable[str] = ("get_weather",)
+                      ) -> ScriptedLLMServer:
+        """The host tests' model: it first calls the first tool it is offered, with
+        ``{"city": city}`` if that tool is one of ``tools``, then answers."""
+        return cls(tool_first=True, tool_args={name: {"city": city} for name in tools})
+
     def start(self) -> ScriptedLLMServer:
         if self._http is None:
             self._http = LocalHTTPServer(_Handler, self)
@@ -439,12 +446,6 @@ class ScriptedLLMServer:
         http, self._http = self._http, None
         if http is not None:
             http.stop()
-
-    def __enter__(self) -> ScriptedLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def port(self) -> int:

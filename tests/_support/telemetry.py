@@ -13,7 +13,8 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -36,7 +37,7 @@ from _support.calls import (
     callback,
     named,
 )
-from otelmw import Pipeline, RuntimeMiddlewareRegistry
+from otelmw import Pipeline, RuntimeMiddlewareRegistry, get_pipeline
 from otelmw.telemetry import ContentPolicy, TelemetryObserver
 from otelmw.telemetry.content import NO_CONTENT
 
@@ -133,6 +134,67 @@ class TelemetryHarness:
 
     def points(self, name: str) -> list[Any]:
         return self.metrics().get(name, [])
+
+
+class SdkTelemetry:
+    """A ``TelemetryObserver`` on in-memory exporters, for tests that put it on the
+    process's own pipeline (``get_pipeline()``, where instrumented SDKs report; see
+    ``observing``) rather than on a pipeline of their own as ``TelemetryHarness`` does."""
+
+    def __init__(self, mode: str = NO_CONTENT, max_length: int = 4096) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.observer = TelemetryObserver(
+            self.tracer_provider, MeterProvider(metric_readers=[self.reader]), LoggerProvider(),
+            content=ContentPolicy(mode, max_length), failures=get_pipeline().failures)
+
+    def finished(self) -> list[ReadableSpan]:
+        """Every finished span, in start order."""
+        return sorted(self.spans.get_finished_spans(), key=lambda s: s.start_time or 0)
+
+    def named(self, prefix: str) -> list[ReadableSpan]:
+        """The finished spans whose name starts with ``prefix``, in start order."""
+        return [s for s in self.finished() if s.name.startswith(prefix)]
+
+    def chat_spans(self) -> list[ReadableSpan]:
+        """The finished ``chat`` spans, in the order they ended."""
+        return [s for s in self.spans.get_finished_spans() if s.name.startswith("chat")]
+
+    def chat(self) -> ReadableSpan:
+        """The one finished ``chat`` span."""
+        chats = self.chat_spans()
+        assert len(chats) == 1, [s.name for s in chats]
+        return chats[0]
+
+    def metric_points(self, name: str) -> list[Any]:
+        out = []
+        for rm in self.reader.get_metrics_data().resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == name:
+                        out.extend(m.data.data_points)
+        return out
+
+
+@contextmanager
+def observing(telemetry: SdkTelemetry, *instrumentors: Any) -> Iterator[SdkTelemetry]:
+    """For the block: ``telemetry`` observes the process's pipeline and ``instrumentors``
+    are on; after it they are off, its observer is closed and the pipeline has its own
+    observer back."""
+    pipe = get_pipeline()
+    saved = pipe.observer
+    pipe.observer = telemetry.observer
+    for instrumentor in instrumentors:
+        instrumentor.instrument()
+    try:
+        yield telemetry
+    finally:
+        for instrumentor in reversed(instrumentors):
+            instrumentor.uninstrument()
+        telemetry.observer.close()
+        pipe.observer = saved
 
 
 class Lifecycle(SpanProcessor):

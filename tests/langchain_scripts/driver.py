@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the suite's _support
+from _support.driver import instrumented, print_result
+
 SPEC: dict[str, Any] = json.loads(sys.argv[1])
 TOOL_ARGS: list[dict[str, Any]] = []
 NOTES: list[str] = []
@@ -186,15 +189,11 @@ def described(message: Any) -> dict[str, Any]:
 def main() -> None:
     tel = None
     if SPEC.get("otelmw", True):
-        from otelmw import PluginManager, get_pipeline
+        from otelmw import PluginManager
         from otelmw.instrumentation.langchain import LangChainInstrumentor
-        from otelmw.instrumentation.openai import OpenAIInstrumentor
-        from otelmw.telemetry import configure
 
-        tel = configure(service_name="langchain-host-test")
-        if "openai" in SPEC.get("layers", ["openai", "langchain"]):
-            OpenAIInstrumentor().instrument()
-        LangChainInstrumentor().instrument()
+        tel = instrumented(SPEC, "langchain-host-test", LangChainInstrumentor(),
+                           ["openai", "langchain"])
         if SPEC.get("tool") == "mcp":
             from otelmw.instrumentation.mcp import MCPInstrumentor
 
@@ -213,10 +212,7 @@ def main() -> None:
     except Exception as exc:
         out["error"] = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
     out["tool_args"], out["notes"] = TOOL_ARGS, NOTES
-    if tel is not None:
-        out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
-        tel.shutdown(15)
-    print("RESULT " + json.dumps(out, default=str), flush=True)
+    print_result(out, tel)
 
 
 if __name__ == "__main__":

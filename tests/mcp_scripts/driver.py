@@ -21,6 +21,9 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))  # tests/, for the suite's _support
+from _support.driver import print_result  # noqa: E402
+
 SPEC: dict[str, Any] = json.loads(sys.argv[1])
 
 
@@ -118,7 +121,6 @@ async def nested(inner: Any) -> Any:
 
 
 def main() -> None:
-    from otelmw import get_pipeline
     from otelmw.telemetry import configure
 
     tel = configure(service_name="mcp-client")
@@ -137,9 +139,7 @@ def main() -> None:
         from weather_server import RAN
 
         out["ran"] = RAN
-    out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
-    tel.shutdown(15)
-    print("RESULT " + json.dumps(out, default=str), flush=True)
+    print_result(out, tel)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the suite's _support
+from _support.driver import instrumented, print_result
 
 SPEC: dict[str, Any] = json.loads(sys.argv[1])
 TOOL_RECEIVED: list[dict[str, Any]] = []
@@ -186,15 +190,10 @@ def main() -> None:
     tel = None
     if SPEC.get("otelmw", True):
         from otelmw.core.plugins import get_plugin_manager
-        from otelmw.instrumentation.openai import OpenAIInstrumentor
         from otelmw.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-        from otelmw.telemetry import configure
 
-        tel = configure(service_name="openai-agents-host-test")
-        if "openai" in SPEC.get("layers", ["openai", "openai_agents"]):
-            OpenAIInstrumentor().instrument()
-        if "openai_agents" in SPEC.get("layers", ["openai", "openai_agents"]):
-            OpenAIAgentsInstrumentor().instrument()
+        tel = instrumented(SPEC, "openai-agents-host-test", OpenAIAgentsInstrumentor(),
+                           ["openai", "openai_agents"])
         if SPEC.get("plugin"):
             from acme_agents_plugin import plugin
 
@@ -207,12 +206,7 @@ def main() -> None:
     out.update(errors=RUN_ERRORS, tool_received=TOOL_RECEIVED, hooks_seen=HOOKS_SEEN,
                plugin_seen=plugin_seen(), sdk_spans=SDK_SPANS,
                tracing_env=os.environ.get("OPENAI_AGENTS_DISABLE_TRACING"))
-    if tel is not None:
-        from otelmw import get_pipeline
-
-        out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
-        tel.shutdown(15)
-    print("RESULT " + json.dumps(out, default=str), flush=True)
+    print_result(out, tel)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the suite's _support
+from _support.driver import instrumented, print_result
+from _support.targets import current_targets
 
 SPEC: dict[str, Any] = json.loads(sys.argv[1])
 TOOL_CALLS: list[str] = []
@@ -99,17 +104,9 @@ def drive(agent: Any, mode: str, prompt: str) -> Any:
 
 
 def resolve_all(inst: Any) -> dict[str, Any]:
-    import importlib
-
     from praisonaiagents.llm.openai_client import OpenAIClient
 
-    out: dict[str, Any] = {}
-    for module, name, _ in inst.targets():
-        owner: Any = importlib.import_module(module)
-        *path, attr = name.split(".")
-        for part in path:
-            owner = getattr(owner, part)
-        out[f"{module}:{name}"] = vars(owner)[attr]
+    out = current_targets(inst)
     for prop in ("sync_client", "async_client"):
         out[f"OpenAIClient.{prop}"] = vars(OpenAIClient)[prop]
     return out
@@ -125,18 +122,12 @@ def sdk_resources(agent: Any) -> list[Any]:
 
 
 def main() -> None:
-    from otelmw import get_pipeline
     from otelmw.core.pipeline import Pipeline
-    from otelmw.instrumentation.openai import OpenAIInstrumentor
     from otelmw.instrumentation.praisonai import PraisonAIInstrumentor
-    from otelmw.telemetry import configure
 
-    tel = configure(service_name="praisonai-host-test")
     inst = PraisonAIInstrumentor()
     originals = resolve_all(inst)
-    layers = SPEC.get("layers", ["praisonai"])
-    for layer in layers:
-        (OpenAIInstrumentor() if layer == "openai" else inst).instrument()
+    tel = instrumented(SPEC, "praisonai-host-test", inst, ["praisonai"])
     if SPEC.get("normalizers"):
         register_normalizers()
     if SPEC.get("break_pipeline"):  # an otelmw bug: before the LLM call, after the tool
@@ -181,9 +172,7 @@ def main() -> None:
         out["has_hooks"] = {e: registry.has_hooks(HookEvent(e)) for e in (
             "before_agent", "before_llm", "before_tool", "after_tool", "after_llm",
             "after_agent")}
-    out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
-    tel.shutdown(15)
-    print("RESULT " + json.dumps(out, default=str), flush=True)
+    print_result(out, tel)
 
 
 if __name__ == "__main__":

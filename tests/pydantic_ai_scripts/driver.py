@@ -15,7 +15,11 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the suite's _support
+from _support.driver import instrumented, print_result
 
 SPEC: dict[str, Any] = json.loads(sys.argv[1])
 TOOL_CALLS: list[dict[str, Any]] = []  # what each tool received
@@ -209,19 +213,15 @@ def main() -> None:
     tel = None
     if SPEC.get("otelmw", True):
         import otelmw
-        from otelmw.instrumentation.openai import OpenAIInstrumentor
         from otelmw.instrumentation.pydantic_ai import PydanticAIInstrumentor
-        from otelmw.telemetry import configure
 
-        tel = configure(service_name="pydantic-ai-host-test")
-        if SPEC.get("plugin"):
-            otelmw.PluginManager().add_plugin("probe", otelmw_plugin)
         inst = PydanticAIInstrumentor()
         import pydantic_ai.agent as agent_module
 
         original_iter = vars(agent_module.Agent)["iter"]
-        for layer in SPEC.get("layers", ["pydantic-ai", "openai"]):
-            (OpenAIInstrumentor() if layer == "openai" else inst).instrument()
+        tel = instrumented(SPEC, "pydantic-ai-host-test", inst, ["pydantic-ai", "openai"])
+        if SPEC.get("plugin"):
+            otelmw.PluginManager().add_plugin("probe", otelmw_plugin)
         if SPEC.get("break"):  # an otelmw bug: before the model call, after the tool
             from otelmw.core.pipeline import Pipeline
 
@@ -261,18 +261,13 @@ def main() -> None:
     out["tool_calls"] = TOOL_CALLS
     out["seen"] = SEEN
     out["wrapped"] = WRAPPED
-    if tel is not None:
-        from otelmw import get_pipeline
-
-        out["failures"] = {":".join(k): v for k, v in get_pipeline().failures.counts.items()}
-        tel.shutdown(15)
-    else:
+    if tel is None:
         from opentelemetry import trace
 
         shutdown = getattr(trace.get_tracer_provider(), "shutdown", None)
         if shutdown is not None:
             shutdown()
-    print("RESULT " + json.dumps(out, default=str), flush=True)
+    print_result(out, tel)
 
 
 if __name__ == "__main__":

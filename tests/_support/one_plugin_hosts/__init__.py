@@ -78,3 +78,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 
 def description(name: str) -> str:
     return (TOOLS[name].__doc__ or name).strip()
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    """The tools as OpenAI's chat API (and LiteLLM) take them."""
+    return [{"type": "function", "function": {"name": name, "description": description(name),
+                                              "parameters": PARAMETERS[name]}}
+            for name in TOOLS]

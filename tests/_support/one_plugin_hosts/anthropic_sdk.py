@@ -1,6 +1,6 @@
 """The plain anthropic SDK: a tool loop written by hand, made an agent turn and a tool
-dispatcher with otelmw's decorators (as a user of the SDK does); the ``chat`` spans come
-from ``otelmw_anthropic``, which ``otelmw run`` installs."""
+dispatcher (``sdk_dispatch``) with otelmw's decorators (as a user of the SDK does); the
+``chat`` spans come from ``otelmw_anthropic``, which ``otelmw run`` installs."""
 
 from __future__ import annotations
 
@@ -8,16 +8,10 @@ from typing import Any
 
 from anthropic import Anthropic
 
-from otelmw.decorators import agent_turn, tool_dispatcher
+from otelmw.decorators import agent_turn
 
 from . import PARAMETERS, PROMPT, SYSTEM, TOOLS, description
-
-MODEL = "scripted-model"
-
-
-@tool_dispatcher
-def dispatch(tool_name: str, args: dict[str, Any], tool_call_id: str | None = None) -> Any:
-    return TOOLS[tool_name](**args)
+from .sdk_dispatch import MODEL, dispatch
 
 
 @agent_turn(name="weather-agent")

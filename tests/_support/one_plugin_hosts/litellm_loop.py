@@ -9,7 +9,7 @@ from typing import Any
 
 import litellm
 
-from . import PARAMETERS, PROMPT, SYSTEM, TOOLS, description
+from . import PROMPT, SYSTEM, TOOLS, openai_tools
 
 
 def execute_tool(call: Any) -> dict[str, Any]:
@@ -18,11 +18,8 @@ def execute_tool(call: Any) -> dict[str, Any]:
 
 
 def run_turn(server_url: str) -> dict[str, Any]:
-    tools = [{"type": "function", "function": {"name": name, "description": description(name),
-                                               "parameters": PARAMETERS[name]}}
-             for name in TOOLS]
     answer = litellm.run_tool_loop(
         execute_tool=execute_tool, model="openai/scripted-model",
-        api_base=f"{server_url}/v1", api_key="sk-scripted", tools=tools,
+        api_base=f"{server_url}/v1", api_key="sk-scripted", tools=openai_tools(),
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}])
     return {"final": str(answer)}

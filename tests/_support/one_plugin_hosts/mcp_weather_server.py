@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 try:
     from mcp.server.mcpserver import MCPServer  # 2.x
@@ -21,27 +23,28 @@ from _support.one_plugin_hosts import get_weather as _get_weather
 server = MCPServer("weather")
 
 
-def _received() -> None:
-    with open(os.environ["ONE_PLUGIN_MCP_RECEIVED"], "a", encoding="utf-8") as out:
-        out.write(json.dumps(RECEIVED.pop()) + "\n")
+@contextmanager
+def _reporting_received() -> Iterator[None]:
+    """After the tool's body, even one that raised: what it received, to the file."""
+    try:
+        yield
+    finally:
+        with open(os.environ["ONE_PLUGIN_MCP_RECEIVED"], "a", encoding="utf-8") as out:
+            out.write(json.dumps(RECEIVED.pop()) + "\n")
 
 
 @server.tool()
 def get_weather(city: str) -> str:
     """Current weather for a city."""
-    try:
+    with _reporting_received():
         return _get_weather(city)
-    finally:
-        _received()
 
 
 @server.tool()
 def delete_file(path: str) -> str:
     """Delete a file."""
-    try:
+    with _reporting_received():
         return _delete_file(path)
-    finally:
-        _received()
 
 
 if __name__ == "__main__":

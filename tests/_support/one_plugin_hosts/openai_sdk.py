@@ -1,6 +1,6 @@
 """The plain openai SDK: a tool loop written by hand, made an agent turn and a tool
-dispatcher with otelmw's decorators (as a user of the SDK does); the ``chat`` spans come
-from ``otelmw_openai``, which ``otelmw run`` installs."""
+dispatcher (``sdk_dispatch``) with otelmw's decorators (as a user of the SDK does); the
+``chat`` spans come from ``otelmw_openai``, which ``otelmw run`` installs."""
 
 from __future__ import annotations
 
@@ -9,23 +9,15 @@ from typing import Any
 
 from openai import OpenAI
 
-from otelmw.decorators import agent_turn, tool_dispatcher
+from otelmw.decorators import agent_turn
 
-from . import PARAMETERS, PROMPT, SYSTEM, TOOLS, description
-
-MODEL = "scripted-model"
-
-
-@tool_dispatcher
-def dispatch(tool_name: str, args: dict[str, Any], tool_call_id: str | None = None) -> Any:
-    return TOOLS[tool_name](**args)
+from . import PROMPT, SYSTEM, openai_tools
+from .sdk_dispatch import MODEL, dispatch
 
 
 @agent_turn(name="weather-agent")
 def ask(client: OpenAI, prompt: str) -> str:
-    tools = [{"type": "function", "function": {"name": name, "description": description(name),
-                                               "parameters": PARAMETERS[name]}}
-             for name in TOOLS]
+    tools = openai_tools()
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": prompt}]
     for _ in range(5):
