@@ -8,11 +8,19 @@ local store). Only the test files are unpacked (into a temporary directory): the
 test the installed host package, as otelmw instruments it. The outcome of every test
 id must be the same in both runs, and most tests must pass.
 
+What runs: Hermes Agent's tool dispatch and middleware tests (``test_model_tools*.py``),
+its ``transform_llm_output``/``transform_tool_result`` hook tests and plugin helper tests;
+praisonaiagents' runtime middleware, parallel tools, tool timeout and schema tests, its
+plugin system, plugin registry and gate tests, and its guardrail tests (``SUITES``).
+
 The sdists do not ship every test of the hosts' repositories: hermes-agent 0.19.0's
-lacks ``tests/hermes_cli/`` and ``tests/run_agent/``, praisonaiagents 1.7.17's lacks
-``tests/unit/``. What they ship is used; the hook and middleware behaviour those
-missing files cover is pinned by ``test_host_hermes_contract.py`` (Hermes with and
-without otelmw on the same turns) and ``test_host_praisonai.py``.
+lacks ``tests/hermes_cli/`` (``test_plugins.py``) and ``tests/run_agent/``,
+praisonaiagents 1.7.17's lacks ``tests/unit/`` (``unit/hooks/``). Those are not taken
+from the repositories either: the suite's CI reaches package registries only, and the
+project commits no third-party code. The hook and middleware behaviour they cover is
+pinned by ``test_host_hermes_contract.py`` (Hermes with and without otelmw on the same
+turns: requests, answers, callback inputs, warnings) and ``test_host_praisonai.py``
+(``has_hooks`` answers what PraisonAI registered).
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ SUITES = {
         "tests/test_transform_tool_result_hook.py",
         "tests/test_plugin_utils.py",
         "tests/test_plugin_skills.py",
-    ), 40),
+    ), 85),
     "praisonai": HostSuite("praisonai", "praisonaiagents", (
         "tests/test_runtime_middleware.py",
         "tests/test_parallel_tools.py",
@@ -60,7 +68,10 @@ SUITES = {
         "tests/test_tool_schema_parity.py",
         "tests/test_deferred_progress_tools.py",
         "tests/test_planning_tools.py",
-    ), 40),
+        "tests/test_plugin_system.py",
+        "tests/test_plugin_registry_and_gate.py",
+        "tests/test_guardrail_blocked_message.py",
+    ), 145),
 }
 
 
