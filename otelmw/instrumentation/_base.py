@@ -222,6 +222,7 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 wrapt.register_post_import_hook(functools.partial(
                     self._wrap_on_import, generation, module, name, wrapper), module)
             self._add_normalizer()
+            self._after_instrument(**kwargs)
             return
         root = self.root_module
         if root is None or root in sys.modules:
@@ -277,7 +278,8 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             normalizers.register(normalizer.runtime_id, normalizer)
 
     def _after_instrument(self, **kwargs: Any) -> None:
-        pass
+        """The host's own setup, once its targets are wrapped (or, with
+        ``wrap_each_on_import``, once their hooks are in place)."""
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._generation = getattr(self, "_generation", 0) + 1  # cancel a pending hook

@@ -40,8 +40,7 @@ class HermesInstrumentor(OtelmwInstrumentor):
     def result_normalizer(self) -> Any:
         return NORMALIZER
 
-    def _instrument(self, **kwargs: Any) -> None:
-        super()._instrument(**kwargs)
+    def _after_instrument(self, **kwargs: Any) -> None:
         # Hermes' provider call runs on a bare Thread
         self._threads = not tctx.threads_instrumented() and not \
             cfg.load(strict=False)[cfg.NO_THREAD_PROPAGATION]
