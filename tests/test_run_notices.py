@@ -249,6 +249,17 @@ def test_out_of_range_host_is_one_warning_and_a_named_skip(app: Path) -> None:
     assert f"otelmw_future ({reason})" in start
 
 
+def test_each_otelmw_instrumentor_names_itself_by_its_registered_entry_point() -> None:
+    """The name an out-of-range host is reported under is the instrumentor's name in
+    the ``opentelemetry_instrumentor`` group (pyproject), derived from its module."""
+    from importlib.metadata import entry_points
+
+    ours = [ep for ep in entry_points(group="opentelemetry_instrumentor")
+            if ep.value.startswith("otelmw.")]
+    assert len(ours) == 9
+    assert {ep.name: ep.load().entry_point for ep in ours} == {ep.name: ep.name for ep in ours}
+
+
 class _FutureOpenAI(OtelmwInstrumentor):
     dependencies = ("openai >= 99, < 100",)
     entry_point = "otelmw_future_inproc"

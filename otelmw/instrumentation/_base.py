@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import re
@@ -169,6 +170,13 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     entry_point = ""  # its name in the opentelemetry_instrumentor group
     skipped_because: str | None = None  # set when instrument() declined
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # otelmw's own are named after their module: otelmw_<x> for otelmw.instrumentation.<x>
+        package, _, rest = cls.__module__.partition("otelmw.instrumentation.")
+        if not package and rest and "entry_point" not in vars(cls):
+            cls.entry_point = "otelmw_" + rest.split(".", 1)[0]
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return self.dependencies
 
@@ -187,21 +195,39 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         raise NotImplementedError
 
+    def result_normalizer(self) -> Any:
+        """The host's tool-result normalizer (its ``runtime_id`` names the runtime), put
+        on the default pipeline with the targets unless the program has one of its own
+        for that runtime, and taken off again on ``uninstrument()``; ``None``: none."""
+        return None
+
     # Instrumentation waits until the host's top-level package is imported, so a
-    # program that never uses the host does not pay for importing it.
+    # program that never uses the host does not pay for importing it; with
+    # ``wrap_each_on_import`` each target waits for its own module instead (a host
+    # whose targets live in packages a program may import apart, or whose root
+    # package is costly to import).
     root_module: str | None = None
+    wrap_each_on_import = False
     _pending = False
     _generation = 0
+    _normalizer: Any = None
 
     def _instrument(self, **kwargs: Any) -> None:
         ensure_observer()
         self._wrapped: list[tuple[str, str]] = []
         self._generation = getattr(self, "_generation", 0) + 1
+        generation = self._generation
+        if self.wrap_each_on_import:
+            for module, name, wrapper in self.targets():
+                wrapt.register_post_import_hook(functools.partial(
+                    self._wrap_on_import, generation, module, name, wrapper), module)
+            self._add_normalizer()
+            self._after_instrument(**kwargs)
+            return
         root = self.root_module
         if root is None or root in sys.modules:
             self._wrap_all(**kwargs)
             return
-        generation = self._generation
 
         def on_import(module: Any) -> None:
             if getattr(self, "_generation", 0) == generation and self._pending:
@@ -222,10 +248,38 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             except (ImportError, AttributeError) as exc:
                 logger.info("otelmw: %s: %s.%s not instrumented (%s)",
                             type(self).__name__, module, name, exc)
+        self._add_normalizer()
         self._after_instrument(**kwargs)
 
+    def _wrap_on_import(self, generation: int, module_name: str, name: str, wrapper: Wrapper,
+                        module: Any) -> None:
+        if generation != self._generation:  # a hook of an earlier instrument() round
+            return
+        try:
+            owner, _, attr = name.rpartition(".")
+            target = getattr(module, owner) if owner else module
+            current = getattr(target, attr, None)
+            if getattr(current, "_self_wrapper", None) is not wrapper:
+                wrapt.wrap_function_wrapper(module, name, wrapper)
+            # (else the re-export of a function wrapped in its own module: restored too)
+            self._wrapped.append((module_name, name))
+        except (ImportError, AttributeError) as exc:
+            logger.info("otelmw: %s: %s.%s not instrumented (%s)",
+                        type(self).__name__, module_name, name, exc)
+
+    def _add_normalizer(self) -> None:
+        normalizer = self._normalizer = self.result_normalizer()
+        if normalizer is None:
+            return
+        normalizers = get_pipeline().normalizers
+        if normalizers.has_middleware(normalizer.runtime_id):  # a program's own one wins
+            self._normalizer = None
+        else:
+            normalizers.register(normalizer.runtime_id, normalizer)
+
     def _after_instrument(self, **kwargs: Any) -> None:
-        pass
+        """The host's own setup, once its targets are wrapped (or, with
+        ``wrap_each_on_import``, once their hooks are in place)."""
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._generation = getattr(self, "_generation", 0) + 1  # cancel a pending hook
@@ -235,6 +289,12 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module, name in reversed(getattr(self, "_wrapped", [])):
             unwrap_path(module, name)
         self._wrapped = []
+        mine, self._normalizer = self._normalizer, None
+        if mine is not None:
+            runtime_id: str = mine.runtime_id
+            normalizers = get_pipeline().normalizers
+            if normalizers.lookup(runtime_id) is mine:
+                normalizers.unregister(runtime_id)
         self._after_uninstrument(**kwargs)
 
     def _after_uninstrument(self, **kwargs: Any) -> None:

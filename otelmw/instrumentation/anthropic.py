@@ -38,7 +38,6 @@ class AnthropicInstrumentor(OtelmwInstrumentor):
 
     root_module = "anthropic"
     dependencies = ("anthropic >= 0.51, < 3",)
-    entry_point = "otelmw_anthropic"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         targets: list[tuple[str, str, Wrapper]] = []

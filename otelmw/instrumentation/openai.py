@@ -28,7 +28,6 @@ class OpenAIInstrumentor(OtelmwInstrumentor):
 
     root_module = "openai"
     dependencies = ("openai >= 1.26, < 4",)
-    entry_point = "otelmw_openai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         chat = _CHAT if _has_module(_CHAT) else _CHAT_MODULE_BEFORE_PACKAGE

@@ -41,22 +41,45 @@ def abandon_open_streams() -> int:
     return n
 
 
+class _Ended:
+    """The finisher of a stream already ended: what comes after the end is ignored
+    (a sentinel rather than None: a chunk costs no check)."""
+
+    __slots__ = ()
+
+    def chunk(self, chunk: Any) -> None:
+        pass
+
+    def end(self, ended_by: str, error: BaseException | None = None) -> None:
+        pass
+
+
+_ENDED: StreamFinisher = _Ended()
+
+
 class _Finishing(wrapt.ObjectProxy):  # type: ignore[misc,type-arg]
     """Holds the finisher; ``_self_end`` calls it at most once."""
 
     def __init__(self, wrapped: Any, finisher: StreamFinisher) -> None:
         super().__init__(wrapped)
-        self._self_finisher: StreamFinisher | None = finisher
+        self._self_finisher = finisher
         _open[id(self)] = finisher
 
+    def _self_stopped(self, exc: BaseException, stop: type[BaseException]) -> None:
+        """The stream raised ``exc`` instead of a chunk: exhausted (``stop``), or failed."""
+        if isinstance(exc, stop):
+            self._self_end("exhausted")
+        else:
+            self._self_end("error", exc)
+
     def _self_end(self, ended_by: str, error: BaseException | None = None) -> None:
-        self._self_finisher = None
+        self._self_finisher = _ENDED
         f = _open.pop(id(self), None)
         if f is not None:
             f.end(ended_by, error)
 
     def __del__(self) -> None:
-        if self._self_finisher is not None:
+        if self._self_finisher is not _ENDED:
             self._self_end("abandoned")
 
 
@@ -69,15 +92,10 @@ class SpanStream(_Finishing):
     def __next__(self) -> Any:
         try:
             chunk = next(self.__wrapped__)
-        except StopIteration:
-            self._self_end("exhausted")
-            raise
         except BaseException as exc:
-            self._self_end("error", exc)
+            self._self_stopped(exc, StopIteration)
             raise
-        f = self._self_finisher
-        if f is not None:
-            f.chunk(chunk)
+        self._self_finisher.chunk(chunk)
         return chunk
 
     def __enter__(self) -> Any:
@@ -115,15 +133,10 @@ class AsyncSpanStream(_Finishing):
     async def __anext__(self) -> Any:
         try:
             chunk = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_end("exhausted")
-            raise
         except BaseException as exc:
-            self._self_end("error", exc)
+            self._self_stopped(exc, StopAsyncIteration)
             raise
-        f = self._self_finisher
-        if f is not None:
-            f.chunk(chunk)
+        self._self_finisher.chunk(chunk)
         return chunk
 
     async def __aenter__(self) -> Any:

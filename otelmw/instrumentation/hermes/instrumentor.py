@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-import logging
 from typing import Any
 
-import wrapt
-
 from ...config import settings as cfg
-from ...core import LLM_REQUEST, TOOL_REQUEST, get_pipeline
+from ...core import LLM_REQUEST, TOOL_REQUEST
 from ...telemetry import context as tctx
-from .._base import OtelmwInstrumentor, Wrapper, ensure_observer
-from .calls import RUNTIME_ID
+from .._base import OtelmwInstrumentor, Wrapper
 from .hooks import invoke_hook
 from .middleware import apply_request, invoke_middleware, run_execution_chain
 from .provider_calls import run_llm_execution
@@ -27,7 +22,7 @@ class HermesInstrumentor(OtelmwInstrumentor):
     """``otelmw_hermes``; targets are wrapped when their modules get imported."""
 
     dependencies = ("hermes-agent >= 0.19, < 0.20",)
-    entry_point = "otelmw_hermes"
+    wrap_each_on_import = True  # importing Hermes eagerly is costly
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [
@@ -42,34 +37,17 @@ class HermesInstrumentor(OtelmwInstrumentor):
             ("model_tools", "_emit_post_tool_call_hook", post_tool_call_emitted),
         ]
 
-    def _instrument(self, **kwargs: Any) -> None:
-        ensure_observer()
-        self._wrapped: list[tuple[str, str]] = []
-        self._generation = getattr(self, "_generation", 0) + 1  # (base _uninstrument bumps it)
-        for module, name, wrapper in self.targets():  # importing Hermes eagerly is costly
-            wrapt.register_post_import_hook(functools.partial(
-                self._wrap_module, self._generation, module, name, wrapper), module)
+    def result_normalizer(self) -> Any:
+        return NORMALIZER
+
+    def _after_instrument(self, **kwargs: Any) -> None:
         # Hermes' provider call runs on a bare Thread
         self._threads = not tctx.threads_instrumented() and not \
             cfg.load(strict=False)[cfg.NO_THREAD_PROPAGATION]
         if self._threads:
             tctx.instrument_threads()
-        if not get_pipeline().normalizers.has_middleware(RUNTIME_ID):
-            get_pipeline().normalizers.register(RUNTIME_ID, NORMALIZER)
-
-    def _wrap_module(self, gen: int, name: str, attr: str, wrapper: Any, module: Any) -> None:
-        if gen != self._generation:  # a hook of an earlier instrument() round
-            return
-        try:
-            wrapt.wrap_function_wrapper(module, attr, wrapper)
-            self._wrapped.append((name, attr))
-        except (ImportError, AttributeError) as exc:
-            logging.getLogger("otelmw").info("otelmw: hermes: %s.%s not instrumented (%s)",
-                                             name, attr, exc)
 
     def _after_uninstrument(self, **kwargs: Any) -> None:
         if getattr(self, "_threads", False):
             tctx.uninstrument_threads()
             self._threads = False
-        if get_pipeline().normalizers.lookup(RUNTIME_ID) is NORMALIZER:
-            get_pipeline().normalizers.unregister(RUNTIME_ID)

@@ -24,8 +24,7 @@ from typing import Any
 from ...core import get_pipeline
 from .fail_open import host_outcome, instrumentation_failed
 from .requests import model_facts, request_view, rewritten
-from .results import RUNTIME_ID, ToolRun, host_result, tool_run
-from .seams import tool_in_flight
+from .results import ToolCallRun
 
 MIDDLEWARE_NAME = "otelmw"
 
@@ -57,14 +56,18 @@ def _model_call(request: Any) -> tuple[dict[str, Any], dict[str, Any]]:
                   "api_mode": facts.api_mode}
 
 
-def _tool_call(request: Any) -> tuple[dict[str, Any], str, Any]:
+def _tool_call_run(request: Any, handler: Any, where: str) -> ToolCallRun:
+    """The run of ``request``'s tool call: a ``tool_request`` rewrite of its arguments
+    goes to ``handler`` as ``request.override(tool_call=...)``."""
     call = request.tool_call
-    return call, str(call["name"]), call.get("args")
+    args = call.get("args")
 
+    def host_request(effective: Any) -> Any:
+        return request if effective is args else request.override(
+            tool_call={**call, "args": effective})
 
-def _tool_request(request: Any, call: dict[str, Any], args: Any, effective: Any) -> Any:
-    return request if effective is args else request.override(
-        tool_call={**call, "args": effective})
+    return ToolCallRun(str(call["name"]), args, call.get("id"), call, handler, host_request,
+                       where)
 
 
 class _ModelHooks:
@@ -115,68 +118,19 @@ class _ModelHooks:
 class _ToolHooks:
     def wrap_tool_call(self, request: Any, handler: Any) -> Any:
         try:
-            call, name, args = _tool_call(request)
+            tool = _tool_call_run(request, handler, "wrap_tool_call")
         except Exception as exc:
             instrumentation_failed("wrap_tool_call", exc)
             return handler(request)
-        out, run = host_outcome(), ToolRun()
-
-        def host(req: Any) -> Any:
-            token = tool_in_flight.set(name)
-            try:
-                run.raw = handler(req)
-                return run.raw
-            finally:
-                tool_in_flight.reset(token)
-
-        def execute(effective: Any) -> Any:
-            run.executed = True
-            return out.call(host, _tool_request(request, call, args, effective))
-
-        token = tool_run.set(run)
-        try:
-            answer = get_pipeline().run_tool(name, args, execute, tool_call_id=call.get("id"),
-                                             runtime_id=RUNTIME_ID, raise_errors=True)
-            return host_result(answer, run, call)
-        except BaseException as exc:
-            if out.recover(exc, "wrap_tool_call"):
-                return handler(request)
-            return out.result
-        finally:
-            tool_run.reset(token)
+        return tool.result(lambda: handler(request))
 
     async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
         try:
-            call, name, args = _tool_call(request)
+            tool = _tool_call_run(request, handler, "awrap_tool_call")
         except Exception as exc:
             instrumentation_failed("awrap_tool_call", exc)
             return await handler(request)
-        out, run = host_outcome(), ToolRun()
-
-        async def host(req: Any) -> Any:
-            token = tool_in_flight.set(name)
-            try:
-                run.raw = await handler(req)
-                return run.raw
-            finally:
-                tool_in_flight.reset(token)
-
-        def execute(effective: Any) -> Any:
-            run.executed = True
-            return out.acall(host, _tool_request(request, call, args, effective))
-
-        token = tool_run.set(run)
-        try:
-            answer = await get_pipeline().arun_tool(
-                name, args, execute, tool_call_id=call.get("id"), runtime_id=RUNTIME_ID,
-                raise_errors=True)
-            return host_result(answer, run, call)
-        except BaseException as exc:
-            if out.recover(exc, "awrap_tool_call"):
-                return await handler(request)
-            return out.result
-        finally:
-            tool_run.reset(token)
+        return await tool.aresult(lambda: handler(request))
 
 
 _classes: tuple[type, type] | None = None

@@ -1,14 +1,17 @@
 """LangChain tool results: the ``langchain`` normalizer (a ``ToolMessage``'s ``status``,
 ``content`` and ``artifact``; a ``Command``; a tool's plain return), and what LangChain
-gets back from otelmw's tool pipeline (its own object whenever nothing replaced it)."""
+gets back from otelmw's tool pipeline (its own object whenever nothing replaced it),
+and ``ToolCallRun``, one tool call through that pipeline."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from ...core import MiddlewareContext, NormalizedToolResult
+from ...core import MiddlewareContext, NormalizedToolResult, get_pipeline
+from .fail_open import host_outcome
 
 RUNTIME_ID = "langchain"
 
@@ -28,6 +31,83 @@ class ToolRun:
 
 # The tool call this context runs (the normalizer records into it).
 tool_run: ContextVar[ToolRun | None] = ContextVar("otelmw_langchain_tool_run", default=None)
+# The tool otelmw runs in this context (its ``BaseTool.run`` is that call: no second one).
+tool_in_flight: ContextVar[str | None] = ContextVar("otelmw_langchain_tool", default=None)
+
+
+class ToolCallRun:
+    """One LangChain tool call through the pipeline (from otelmw's middleware or a
+    ``BaseTool.run`` seam), for a synchronous host (``result``) or an asynchronous one
+    (``aresult``): all but their two await points is written here once.
+
+    ``invoke(host_request)`` is the host's call; ``host_request(effective)`` makes its
+    argument of the arguments the execution chain hands on (outside the host's call:
+    a failure there is otelmw's); ``where`` names this call site in failure counts."""
+
+    __slots__ = ("call", "call_id", "host_request", "invoke", "name", "out", "run",
+                 "tool_args", "where")
+
+    def __init__(self, name: str, tool_args: Any, call_id: str | None,
+                 call: dict[str, Any] | None, invoke: Callable[[Any], Any],
+                 host_request: Callable[[Any], Any], where: str) -> None:
+        self.name, self.tool_args, self.call_id, self.call = name, tool_args, call_id, call
+        self.invoke, self.host_request, self.where = invoke, host_request, where
+        self.out, self.run = host_outcome(), ToolRun()
+
+    def _host(self, request: Any) -> Any:
+        token = tool_in_flight.set(self.name)
+        try:
+            self.run.raw = self.invoke(request)
+            return self.run.raw
+        finally:
+            tool_in_flight.reset(token)
+
+    async def _ahost(self, request: Any) -> Any:
+        token = tool_in_flight.set(self.name)
+        try:
+            self.run.raw = await self.invoke(request)
+            return self.run.raw
+        finally:
+            tool_in_flight.reset(token)
+
+    def _execute(self, effective: Any) -> Any:
+        self.run.executed = True
+        return self.out.call(self._host, self.host_request(effective))
+
+    def _aexecute(self, effective: Any) -> Any:
+        self.run.executed = True
+        return self.out.acall(self._ahost, self.host_request(effective))
+
+    def result(self, fallback: Callable[[], Any]) -> Any:
+        """What the host's caller gets; ``fallback()``: the host's call without the
+        pipeline, when otelmw failed before it ran."""
+        token = tool_run.set(self.run)
+        try:
+            answer = get_pipeline().run_tool(
+                self.name, self.tool_args, self._execute, tool_call_id=self.call_id,
+                runtime_id=RUNTIME_ID, raise_errors=True)
+            return host_result(answer, self.run, self.call)
+        except BaseException as exc:
+            if self.out.recover(exc, self.where):
+                return fallback()
+            return self.out.result
+        finally:
+            tool_run.reset(token)
+
+    async def aresult(self, fallback: Callable[[], Any]) -> Any:
+        """``result`` of an asynchronous host."""
+        token = tool_run.set(self.run)
+        try:
+            answer = await get_pipeline().arun_tool(
+                self.name, self.tool_args, self._aexecute, tool_call_id=self.call_id,
+                runtime_id=RUNTIME_ID, raise_errors=True)
+            return host_result(answer, self.run, self.call)
+        except BaseException as exc:
+            if self.out.recover(exc, self.where):
+                return await fallback()
+            return self.out.result
+        finally:
+            tool_run.reset(token)
 
 
 def _text(content: Any) -> str:

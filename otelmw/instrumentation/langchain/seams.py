@@ -14,16 +14,12 @@ Tool input that is not a dict (a plain string input) runs unobserved.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from ...core import current_llm_call, get_pipeline
 from .fail_open import host_outcome, instrumentation_failed
 from .requests import model_facts, request_view, rewritten
-from .results import RUNTIME_ID, ToolRun, host_result, tool_run
-
-# The tool otelmw's middleware runs in this context (its ``BaseTool.run`` is that call).
-tool_in_flight: ContextVar[str | None] = ContextVar("otelmw_langchain_tool", default=None)
+from .results import ToolCallRun, tool_in_flight
 
 _GENERATE_PARAMS = ("messages", "stop", "run_manager")
 _NOT_SETTINGS = frozenset({"messages", "run_manager", "tools", "tool_choice"})
@@ -35,7 +31,17 @@ class _Generate(NamedTuple):
     options: dict[str, Any]  # of run_llm
 
 
-def _generate(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Generate | None:
+def _generate(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+              where: str) -> _Generate | None:
+    """The request of this ``_generate_with_cache`` call, or None: it runs unobserved."""
+    try:
+        return _request(model, args, kwargs)
+    except Exception as exc:
+        instrumentation_failed(where, exc)
+        return None
+
+
+def _request(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Generate | None:
     if len(args) > len(_GENERATE_PARAMS):
         return None
     params = {**kwargs, **dict(zip(_GENERATE_PARAMS, args, strict=False))}
@@ -75,11 +81,7 @@ def generate_with_cache(wrapped: Any, instance: Any, args: tuple[Any, ...],
                         kwargs: dict[str, Any]) -> Any:
     if current_llm_call() is not None:  # otelmw's middleware (or a host) runs this request
         return wrapped(*args, **kwargs)
-    try:
-        found = _generate(instance, args, kwargs)
-    except Exception as exc:
-        instrumentation_failed("generate", exc)
-        found = None
+    found = _generate(instance, args, kwargs, "generate")
     if found is None:
         return wrapped(*args, **kwargs)
     out = host_outcome()
@@ -99,11 +101,7 @@ async def agenerate_with_cache(wrapped: Any, instance: Any, args: tuple[Any, ...
                                kwargs: dict[str, Any]) -> Any:
     if current_llm_call() is not None:
         return await wrapped(*args, **kwargs)
-    try:
-        found = _generate(instance, args, kwargs)
-    except Exception as exc:
-        instrumentation_failed("agenerate", exc)
-        found = None
+    found = _generate(instance, args, kwargs, "agenerate")
     if found is None:
         return await wrapped(*args, **kwargs)
     out = host_outcome()
@@ -119,100 +117,46 @@ async def agenerate_with_cache(wrapped: Any, instance: Any, args: tuple[Any, ...
         return out.result
 
 
-class _ToolInput(NamedTuple):
-    name: str
-    tool_input: dict[str, Any]
-    tool_call_id: str | None
-
-
-def _tool_input(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolInput | None:
-    name = getattr(tool, "name", None)
-    if not isinstance(name, str) or tool_in_flight.get() == name:
-        return None  # otelmw's middleware runs this tool call
-    tool_input = args[0] if args else kwargs.get("tool_input")
-    if type(tool_input) is not dict:
+def _tool_call_run(wrapped: Any, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   where: str) -> ToolCallRun | None:
+    """The run of this ``BaseTool.run``/``arun`` call, or None: it runs unobserved."""
+    try:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or tool_in_flight.get() == name:
+            return None  # otelmw's middleware runs this tool call
+        tool_input = args[0] if args else kwargs.get("tool_input")
+        if type(tool_input) is not dict:
+            return None
+        call_id = kwargs.get("tool_call_id")
+        call_id = call_id if isinstance(call_id, str) else None
+    except Exception as exc:
+        instrumentation_failed(where, exc)
         return None
-    call_id = kwargs.get("tool_call_id")
-    return _ToolInput(name, tool_input, call_id if isinstance(call_id, str) else None)
+
+    def invoke(effective: Any) -> Any:
+        if args:
+            return wrapped(effective, *args[1:], **kwargs)
+        return wrapped(**{**kwargs, "tool_input": effective})
+
+    return ToolCallRun(name, tool_input, call_id, {"id": call_id, "name": name}
+                       if call_id else None, invoke, _unchanged, where)
 
 
-def _call(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tool_input: Any) -> Any:
-    if args:
-        return wrapped(tool_input, *args[1:], **kwargs)
-    return wrapped(**{**kwargs, "tool_input": tool_input})
+def _unchanged(effective: Any) -> Any:
+    return effective
 
 
 def tool_run_seam(wrapped: Any, instance: Any, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
-    try:
-        found = _tool_input(instance, args, kwargs)
-    except Exception as exc:
-        instrumentation_failed("tool_run", exc)
-        found = None
-    if found is None:
+    tool = _tool_call_run(wrapped, instance, args, kwargs, "tool_run")
+    if tool is None:
         return wrapped(*args, **kwargs)
-    out, run = host_outcome(), ToolRun()
-
-    def host(tool_input: Any) -> Any:
-        token = tool_in_flight.set(found.name)
-        try:
-            run.raw = _call(wrapped, args, kwargs, tool_input)
-            return run.raw
-        finally:
-            tool_in_flight.reset(token)
-
-    def execute(effective: Any) -> Any:
-        run.executed = True
-        return out.call(host, effective)
-
-    token = tool_run.set(run)
-    try:
-        answer = get_pipeline().run_tool(found.name, found.tool_input, execute,
-                                         tool_call_id=found.tool_call_id,
-                                         runtime_id=RUNTIME_ID, raise_errors=True)
-        return host_result(answer, run, {"id": found.tool_call_id, "name": found.name}
-                           if found.tool_call_id else None)
-    except BaseException as exc:
-        if out.recover(exc, "tool_run"):
-            return wrapped(*args, **kwargs)
-        return out.result
-    finally:
-        tool_run.reset(token)
+    return tool.result(lambda: wrapped(*args, **kwargs))
 
 
 async def tool_arun_seam(wrapped: Any, instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
-    try:
-        found = _tool_input(instance, args, kwargs)
-    except Exception as exc:
-        instrumentation_failed("tool_arun", exc)
-        found = None
-    if found is None:
+    tool = _tool_call_run(wrapped, instance, args, kwargs, "tool_arun")
+    if tool is None:
         return await wrapped(*args, **kwargs)
-    out, run = host_outcome(), ToolRun()
-
-    async def host(tool_input: Any) -> Any:
-        token = tool_in_flight.set(found.name)
-        try:
-            run.raw = await _call(wrapped, args, kwargs, tool_input)
-            return run.raw
-        finally:
-            tool_in_flight.reset(token)
-
-    def execute(effective: Any) -> Any:
-        run.executed = True
-        return out.acall(host, effective)
-
-    token = tool_run.set(run)
-    try:
-        answer = await get_pipeline().arun_tool(found.name, found.tool_input, execute,
-                                                tool_call_id=found.tool_call_id,
-                                                runtime_id=RUNTIME_ID, raise_errors=True)
-        return host_result(answer, run, {"id": found.tool_call_id, "name": found.name}
-                           if found.tool_call_id else None)
-    except BaseException as exc:
-        if out.recover(exc, "tool_arun"):
-            return await wrapped(*args, **kwargs)
-        return out.result
-    finally:
-        tool_run.reset(token)
+    return await tool.aresult(lambda: wrapped(*args, **kwargs))

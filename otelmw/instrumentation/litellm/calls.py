@@ -139,20 +139,21 @@ def chat_wrapper(api_mode: str, params: tuple[str, ...], *, is_async: bool,
     ``async_flag``: the sync entry also serves ``acompletion=True`` (a coroutine)."""
 
     def prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        request = request_of(params, args, kwargs)
-        if request is None:
+        """(request, endpoint, the call in flight), or None: the call runs unobserved."""
+        try:
+            request = request_of(params, args, kwargs)
+            if request is None:
+                return None
+            return request, endpoint_of(request), current_llm_call()
+        except Exception as exc:
+            failed(api_mode, exc)
             return None
-        return request, endpoint_of(request), current_llm_call()
 
     def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
         if async_flag and kwargs.get("acompletion") is True:
             return atraced(wrapped, instance, args, kwargs)
-        try:
-            found = prepared(args, kwargs)
-        except Exception as exc:
-            failed(api_mode, exc)
-            found = None
+        found = prepared(args, kwargs)
         if found is None:
             return wrapped(*args, **kwargs)
         request, endpoint, outer = found
@@ -167,11 +168,7 @@ def chat_wrapper(api_mode: str, params: tuple[str, ...], *, is_async: bool,
 
     async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
-        try:
-            found = prepared(args, kwargs)
-        except Exception as exc:
-            failed(api_mode, exc)
-            found = None
+        found = prepared(args, kwargs)
         if found is None:
             return await wrapped(*args, **kwargs)
         request, endpoint, outer = found
@@ -194,18 +191,19 @@ def embeddings_wrapper(params: tuple[str, ...], *, is_async: bool) -> Wrapper:
     """Wrapper of ``embedding``/``aembedding``: one ``embeddings`` call."""
 
     def prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        request = request_of(params, args, kwargs)
-        return None if request is None else (request, endpoint_of(request))
+        """(request, endpoint), or None: the call runs unobserved."""
+        try:
+            request = request_of(params, args, kwargs)
+            return None if request is None else (request, endpoint_of(request))
+        except Exception as exc:
+            failed("embedding", exc)
+            return None
 
     def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
         if kwargs.get("aembedding") is True:  # the sync entry serving the async one
             return atraced(wrapped, instance, args, kwargs)
-        try:
-            found = prepared(args, kwargs)
-        except Exception as exc:
-            failed("embedding", exc)
-            found = None
+        found = prepared(args, kwargs)
         if found is None:
             return wrapped(*args, **kwargs)
         request, endpoint = found
@@ -216,11 +214,7 @@ def embeddings_wrapper(params: tuple[str, ...], *, is_async: bool) -> Wrapper:
 
     async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
-        try:
-            found = prepared(args, kwargs)
-        except Exception as exc:
-            failed("embedding", exc)
-            found = None
+        found = prepared(args, kwargs)
         if found is None:
             return await wrapped(*args, **kwargs)
         request, endpoint = found

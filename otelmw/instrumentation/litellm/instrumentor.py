@@ -11,11 +11,10 @@ from __future__ import annotations
 from importlib.util import find_spec
 from typing import Any
 
-from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
 from .calls import chat_wrapper, embeddings_wrapper
 from .steps import router_wrapper
-from .tools import NORMALIZER, RUNTIME_ID, loop_wrapper
+from .tools import NORMALIZER, loop_wrapper
 
 _MESSAGES = "litellm.anthropic_interface.messages"
 _ROUTER_CORE = "litellm.router_rust.core"
@@ -55,7 +54,6 @@ class LiteLLMInstrumentor(OtelmwInstrumentor):
 
     root_module = "litellm"
     dependencies = ("litellm >= 1.106.0, < 2",)
-    entry_point = "otelmw_litellm"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [
@@ -78,10 +76,5 @@ class LiteLLMInstrumentor(OtelmwInstrumentor):
             *_router_targets(),
         ]
 
-    def _after_instrument(self, **kwargs: Any) -> None:
-        if not get_pipeline().normalizers.has_middleware(RUNTIME_ID):
-            get_pipeline().normalizers.register(RUNTIME_ID, NORMALIZER)
-
-    def _after_uninstrument(self, **kwargs: Any) -> None:
-        if get_pipeline().normalizers.lookup(RUNTIME_ID) is NORMALIZER:
-            get_pipeline().normalizers.unregister(RUNTIME_ID)
+    def result_normalizer(self) -> Any:
+        return NORMALIZER

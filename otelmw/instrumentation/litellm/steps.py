@@ -6,8 +6,8 @@ with how many it made (``litellm.router.attempts``)."""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from typing import Any
+from contextvars import ContextVar, Token
+from typing import Any, NamedTuple
 
 from ...core import HostStep, instrumentation_failed, open_step
 from .._base import Wrapper
@@ -37,8 +37,15 @@ def attempt_made() -> None:
         running.attempts += 1
 
 
-def _opened(endpoint: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-            ) -> tuple[HostStep, RouterCall] | None:
+class _Opened(NamedTuple):
+    step: HostStep
+    running: RouterCall
+    token: Token[RouterCall | None]  # of ``_router_call``, reset by ``_finish``
+
+
+def _opened(endpoint: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Opened | None:
+    """The router step of this call, its ``RouterCall`` current; None: the call runs
+    unobserved."""
     if _router_call.get() is not None:  # the router calling itself: one step
         return None
     try:
@@ -50,14 +57,15 @@ def _opened(endpoint: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     except Exception as exc:
         instrumentation_failed("litellm", f"router.{endpoint}", exc)
         return None
-    return step, RouterCall()
+    running = RouterCall()
+    return _Opened(step, running, _router_call.set(running))
 
 
-def _finish(step: HostStep, running: RouterCall, result: Any,
-            error: BaseException | None) -> Any:
+def _finish(opened: _Opened, result: Any, error: BaseException | None) -> Any:
+    _router_call.reset(opened.token)
     try:
-        step.describe({ROUTER_ATTEMPTS: running.attempts})
-        return step.finish(result, error)
+        opened.step.describe({ROUTER_ATTEMPTS: opened.running.attempts})
+        return opened.step.finish(result, error)
     except Exception as exc:
         instrumentation_failed("litellm", "router", exc)
         return result
@@ -71,31 +79,23 @@ def router_wrapper(endpoint: str, *, is_async: bool) -> Wrapper:
         opened = _opened(endpoint, args, kwargs)
         if opened is None:
             return wrapped(*args, **kwargs)
-        step, running = opened
-        token = _router_call.set(running)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _router_call.reset(token)
-            _finish(step, running, None, exc)
+            _finish(opened, None, exc)
             raise
-        _router_call.reset(token)
-        return _finish(step, running, result, None)
+        return _finish(opened, result, None)
 
     async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
         opened = _opened(endpoint, args, kwargs)
         if opened is None:
             return await wrapped(*args, **kwargs)
-        step, running = opened
-        token = _router_call.set(running)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            _router_call.reset(token)
-            _finish(step, running, None, exc)
+            _finish(opened, None, exc)
             raise
-        _router_call.reset(token)
-        return _finish(step, running, result, None)
+        return _finish(opened, result, None)
 
     return atraced if is_async else traced

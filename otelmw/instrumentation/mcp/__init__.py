@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
 from .client import client_call_tool, session_call_tool
-from .results import RUNTIME_ID, MCPResultNormalizer
+from .results import MCPResultNormalizer
 from .server import compose_server_middleware, tool_manager_call_tool
 
 
@@ -38,7 +37,6 @@ class MCPInstrumentor(OtelmwInstrumentor):
 
     root_module = "mcp"
     dependencies = ("mcp >= 1.30.0, < 3",)
-    entry_point = "otelmw_mcp"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         if _major() < 2:  # 1.x: no tracing, no context in _meta, no server middleware
@@ -54,19 +52,8 @@ class MCPInstrumentor(OtelmwInstrumentor):
              compose_server_middleware),
         ]
 
-    def _after_instrument(self, **kwargs: Any) -> None:
-        normalizers = get_pipeline().normalizers
-        self._normalizer: MCPResultNormalizer | None = None
-        if not normalizers.has_middleware(RUNTIME_ID):  # a program's own one wins
-            self._normalizer = MCPResultNormalizer()
-            normalizers.register(RUNTIME_ID, self._normalizer)
-
-    def _after_uninstrument(self, **kwargs: Any) -> None:
-        normalizers = get_pipeline().normalizers
-        mine = getattr(self, "_normalizer", None)
-        if mine is not None and normalizers.lookup(RUNTIME_ID) is mine:
-            normalizers.unregister(RUNTIME_ID)
-        self._normalizer = None
+    def result_normalizer(self) -> Any:
+        return MCPResultNormalizer()
 
 
 __all__ = ["MCPInstrumentor"]

@@ -85,9 +85,7 @@ def _is_blocks(value: Any) -> bool:
 class MCPResultNormalizer:
     """The ``mcp`` runtime's normalizer."""
 
-    @property
-    def runtime_id(self) -> str:
-        return RUNTIME_ID
+    runtime_id = RUNTIME_ID
 
     def normalize(self, result: Any, tool_name: str, ctx: MiddlewareContext
                   ) -> NormalizedToolResult:

@@ -16,7 +16,6 @@ class OpenAIAgentsInstrumentor(OtelmwInstrumentor):
 
     root_module = "agents"
     dependencies = ("openai-agents >= 0.20.0, < 0.25",)
-    entry_point = "otelmw_openai_agents"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

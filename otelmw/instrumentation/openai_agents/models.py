@@ -86,9 +86,18 @@ class ModelCall:
         return wrapped(**params)
 
 
-def _server(instance: Any) -> tuple[str | None, int | None]:
-    client = getattr(instance, "_client", None)
-    return server_of(getattr(client, "base_url", None))
+def _model_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], api_mode: str,
+                where: str) -> tuple[ModelCall, dict[str, Any]] | None:
+    """The call and its ``run_llm`` options, or None (an error of otelmw's, counted at
+    ``where``): the call runs unobserved."""
+    try:
+        call = ModelCall(instance, args, kwargs)
+        address, port = server_of(getattr(getattr(instance, "_client", None), "base_url", None))
+    except Exception as exc:
+        instrumentation_failed(where, exc)
+        return None
+    return call, {"provider": "openai", "api_mode": api_mode, "server_address": address,
+                  "server_port": port}
 
 
 def get_response(api_mode: str) -> Wrapper:
@@ -98,12 +107,10 @@ def get_response(api_mode: str) -> Wrapper:
                      kwargs: dict[str, Any]) -> Any:
         if current_llm_call() is not None:  # an outer layer already has this request
             return await wrapped(*args, **kwargs)
-        try:
-            call = ModelCall(instance, args, kwargs)
-            address, port = _server(instance)
-        except Exception as exc:
-            instrumentation_failed("get_response", exc)
+        found = _model_call(instance, args, kwargs, api_mode, "get_response")
+        if found is None:
             return await wrapped(*args, **kwargs)
+        call, options = found
         started = [False]
 
         def execute(request: Any) -> Any:
@@ -112,9 +119,7 @@ def get_response(api_mode: str) -> Wrapper:
                     else call.host_call(wrapped, request))
 
         try:
-            return await get_pipeline().arun_llm(
-                call.request, execute, provider="openai", api_mode=api_mode,
-                server_address=address, server_port=port)
+            return await get_pipeline().arun_llm(call.request, execute, **options)
         except Exception as exc:
             if started[0]:
                 raise
@@ -160,19 +165,14 @@ def stream_response(api_mode: str) -> Wrapper:
 
 async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
                   kwargs: dict[str, Any], api_mode: str) -> Any:
-    call: ModelCall | None = None
-    if current_llm_call() is None:
-        try:
-            call = ModelCall(instance, args, kwargs)
-            address, port = _server(instance)
-        except Exception as exc:
-            instrumentation_failed("stream_response", exc)
-    if call is None:
+    found = None if current_llm_call() is not None else _model_call(
+        instance, args, kwargs, api_mode, "stream_response")
+    if found is None:
         async for event in wrapped(*args, **kwargs):
             yield event
         return
+    model_call, options = found
     started = [False]
-    model_call = call
 
     def execute(request: Any) -> Any:
         started[0] = True
@@ -181,9 +181,7 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return _CallStream(inner, current_llm_call())
 
     try:
-        stream = await get_pipeline().arun_llm(
-            call.request, execute, provider="openai", api_mode=api_mode,
-            server_address=address, server_port=port)
+        stream = await get_pipeline().arun_llm(model_call.request, execute, **options)
     except Exception as exc:
         if started[0]:
             raise

@@ -20,7 +20,6 @@ class PraisonAIInstrumentor(OtelmwInstrumentor):
 
     root_module = "praisonaiagents"
     dependencies = ("praisonaiagents >= 1.7.17, < 2",)
-    entry_point = "otelmw_praisonai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [

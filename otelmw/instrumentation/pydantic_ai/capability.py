@@ -241,17 +241,26 @@ class OtelmwModel(WrapperModel):
             return None
         return CallInfo(operation="chat", provider=opts["provider"], model=opts["model"])
 
+    def _prepared(self, messages: Any, model_settings: Any, model_request_parameters: Any,
+                  stream: bool) -> tuple[RequestView, dict[str, Any], Any] | None:
+        """(the request's view, its ``run_llm`` options, its marker), or None (an error
+        of otelmw's, counted): the request is sent unobserved."""
+        try:
+            view = RequestView(self.wrapped.model_name, messages, model_settings,
+                               model_request_parameters, stream=stream)
+            opts = self._call(view)
+            return view, opts, self._marker(opts)
+        except Exception as exc:
+            failed("chat", exc)
+            return None
+
     async def request(self, messages: Any, model_settings: Any,
                       model_request_parameters: Any) -> Any:
         wrapped = self.wrapped
-        try:
-            view = RequestView(wrapped.model_name, messages, model_settings,
-                               model_request_parameters, stream=False)
-            opts = self._call(view)
-            marker = self._marker(opts)
-        except Exception as exc:
-            failed("chat", exc)
+        prepared = self._prepared(messages, model_settings, model_request_parameters, False)
+        if prepared is None:
             return await wrapped.request(messages, model_settings, model_request_parameters)
+        view, opts, marker = prepared
         done: list[Any] = []  # the host's response, once sent
         error: list[BaseException] = []
 
@@ -294,17 +303,13 @@ class OtelmwModel(WrapperModel):
                              model_request_parameters: Any,
                              run_context: Any = None) -> AsyncIterator[Any]:
         wrapped = self.wrapped
-        try:
-            view = RequestView(wrapped.model_name, messages, model_settings,
-                               model_request_parameters, stream=True)
-            opts = self._call(view)
-            marker = self._marker(opts)
-        except Exception as exc:
-            failed("chat", exc)
+        prepared = self._prepared(messages, model_settings, model_request_parameters, True)
+        if prepared is None:
             async with wrapped.request_stream(messages, model_settings,
                                               model_request_parameters, run_context) as s:
                 yield s
             return
+        view, opts, marker = prepared
         opened = _OpenedStream()
 
         async def execute(effective: Any) -> Any:

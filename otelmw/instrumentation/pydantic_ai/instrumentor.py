@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core import get_pipeline
 from .._base import OtelmwInstrumentor, Wrapper
 from .hooks import HOOK_POINTS, observed
-from .results import NORMALIZER, RUNTIME_ID, failed
+from .results import NORMALIZER, failed
 
 
 def add_to_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -34,19 +33,11 @@ class PydanticAIInstrumentor(OtelmwInstrumentor):
 
     root_module = "pydantic_ai"
     dependencies = ("pydantic-ai-slim >= 2.62.0, < 3",)
-    entry_point = "otelmw_pydantic_ai"
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [("pydantic_ai.agent", "Agent.iter", add_to_run),
                 *(("pydantic_ai.capabilities.combined", f"CombinedCapability.{hook}",
                    observed(hook)) for hook in HOOK_POINTS)]
 
-    def _after_instrument(self, **kwargs: Any) -> None:
-        normalizers = get_pipeline().normalizers
-        if not normalizers.has_middleware(RUNTIME_ID):
-            normalizers.register(RUNTIME_ID, NORMALIZER)
-
-    def _after_uninstrument(self, **kwargs: Any) -> None:
-        normalizers = get_pipeline().normalizers
-        if normalizers.lookup(RUNTIME_ID) is NORMALIZER:
-            normalizers.unregister(RUNTIME_ID)
+    def result_normalizer(self) -> Any:
+        return NORMALIZER

@@ -3,7 +3,7 @@ without an endpoint): one OTLP/JSON export request per line."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,62 +19,52 @@ from .files import RotatingLines
 from .otlp_json import to_otlp_json
 
 
-class FileSpanExporter(SpanExporter):
+class _StoreExporter:
+    """What the three share: their signal's lines in the store, written through on each
+    export (nothing to flush), closed on shutdown."""
+
+    signal = ""
+
     def __init__(self, directory: Path | None = None,
                  settings: cfg.Settings | None = None) -> None:
-        self.out = RotatingLines("traces", directory, settings)
+        super().__init__()  # the SDK base's own setup (MetricExporter has some)
+        self.out = RotatingLines(self.signal, directory, settings)
 
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+    def _written(self, encode: Callable[[Any], Any], batch: Any) -> bool:
+        """One OTLP/JSON export request written as a line (False: it could not be)."""
         try:
-            self.out.write(to_otlp_json(encode_spans(spans)))
+            self.out.write(to_otlp_json(encode(batch)))
         except Exception:
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        self.out.close()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return False
         return True
 
-
-class FileLogExporter(LogRecordExporter):
-    def __init__(self, directory: Path | None = None,
-                 settings: cfg.Settings | None = None) -> None:
-        self.out = RotatingLines("logs", directory, settings)
-
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        try:
-            self.out.write(to_otlp_json(encode_logs(batch)))
-        except Exception:
-            return LogRecordExportResult.FAILURE
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        self.out.close()
-
-
-class FileMetricExporter(MetricExporter):
-    def __init__(self, directory: Path | None = None,
-                 settings: cfg.Settings | None = None) -> None:
-        super().__init__()
-        self.out = RotatingLines("metrics", directory, settings)
-
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
-               **kwargs: Any) -> MetricExportResult:
-        try:
-            self.out.write(to_otlp_json(encode_metrics(metrics_data)))
-        except Exception:
-            return MetricExportResult.FAILURE
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
         return True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         self.out.close()
 
 
+class FileSpanExporter(_StoreExporter, SpanExporter):
+    signal = "traces"
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        return (SpanExportResult.SUCCESS if self._written(encode_spans, spans)
+                else SpanExportResult.FAILURE)
+
+
+class FileLogExporter(_StoreExporter, LogRecordExporter):
+    signal = "logs"
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        return (LogRecordExportResult.SUCCESS if self._written(encode_logs, batch)
+                else LogRecordExportResult.FAILURE)
+
+
+class FileMetricExporter(_StoreExporter, MetricExporter):
+    signal = "metrics"
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
+               **kwargs: Any) -> MetricExportResult:
+        return (MetricExportResult.SUCCESS if self._written(encode_metrics, metrics_data)
+                else MetricExportResult.FAILURE)
