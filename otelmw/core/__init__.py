@@ -10,6 +10,7 @@ and the host-adapter API of ``host.py`` (open a call, report what the host obser
 nested calls).
 """
 
+from . import host
 from .contract import (
     LLM_EXECUTION,
     LLM_REQUEST,
@@ -23,34 +24,7 @@ from .contract import (
     current_runtime_context,
     new_request_id,
 )
-from .host import (
-    AttributeValue,
-    HostCall,
-    HostOutcome,
-    HostStep,
-    LayerRun,
-    Payload,
-    RewriteOutcome,
-    ToolStatus,
-    WrapperOutcome,
-    changed_payload_keys,
-    current_llm_call,
-    current_tool_call,
-    describe_call,
-    enrich_llm_call,
-    enrich_tool_call,
-    hook_firings_recorded,
-    host_layer,
-    install_observer,
-    instrumentation_failed,
-    llm_call_current,
-    observing,
-    open_call,
-    open_step,
-    record_protocol_operation,
-    tool_call_current,
-    unopened_call,
-)
+from .host import *  # noqa: F403 (the host-adapter API: host.__all__)
 from .pipeline import Pipeline, Turn, get_pipeline
 from .registry import Layer
 from .results import TOOL_ERROR_PREFIX, MiddlewareContext, NormalizedToolResult
@@ -65,41 +39,16 @@ __all__ = [
     "TOOL_ERROR_PREFIX",
     "TOOL_EXECUTION",
     "TOOL_REQUEST",
-    "AttributeValue",
     "CallInfo",
-    "HostCall",
-    "HostOutcome",
-    "HostStep",
     "Layer",
-    "LayerRun",
     "MiddlewareContext",
     "NormalizedToolResult",
-    "Payload",
     "Pipeline",
     "PipelineObserver",
-    "RewriteOutcome",
     "RuntimeContext",
-    "ToolStatus",
     "Turn",
-    "WrapperOutcome",
-    "changed_payload_keys",
-    "current_llm_call",
     "current_runtime_context",
-    "current_tool_call",
-    "describe_call",
-    "enrich_llm_call",
-    "enrich_tool_call",
     "get_pipeline",
-    "hook_firings_recorded",
-    "host_layer",
-    "install_observer",
-    "instrumentation_failed",
-    "llm_call_current",
     "new_request_id",
-    "observing",
-    "open_call",
-    "open_step",
-    "record_protocol_operation",
-    "tool_call_current",
-    "unopened_call",
 ]
+__all__ += host.__all__

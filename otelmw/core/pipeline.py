@@ -365,22 +365,34 @@ class ToolCalls:
         knows it (default: the latest model call of the turn).
         ``call``: an already-opened call (see ``run_llm``).
         """
-        obs = self.observer
+        call = self._opened_tool_call(call, tool_name, args, tool_call_id, runtime_id,
+                                      api_request_id)
         if call is None:
-            if runtime_id is None:
-                runtime_id = c.current_runtime_context().runtime_id
-            if type(args) is dict and not self._tool_active(runtime_id):
-                try:
-                    return execute(args)
-                except Exception as exc:
-                    if raise_errors:
-                        raise
-                    return failure_from_exception(exc, 0.0).model_text()
-            call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
-            if obs is not None:
-                call.observation = obs.call_started(call, args)
-        return drive(finished_steps, obs, call,
+            try:
+                return execute(args)
+            except Exception as exc:
+                if raise_errors:
+                    raise
+                return failure_from_exception(exc, 0.0).model_text()
+        return drive(finished_steps, self.observer, call,
                      self._tool_steps(call, args, execute, raise_errors, False))
+
+    def _opened_tool_call(self, call: c.CallInfo | None, tool_name: str, args: Any,
+                          tool_call_id: str | None, runtime_id: str | None,
+                          api_request_id: str | None) -> c.CallInfo | None:
+        """The tool call to run through the pipeline (``call`` if the host opened it),
+        or ``None`` when nothing observes or changes it and its arguments are already
+        parsed: then the tool just runs."""
+        if call is not None:
+            return call
+        if runtime_id is None:
+            runtime_id = c.current_runtime_context().runtime_id
+        if type(args) is dict and not self._tool_active(runtime_id):
+            return None
+        call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
+        if self.observer is not None:
+            call.observation = self.observer.call_started(call, args)
+        return call
 
     def _tool_call(self, tool_name: str, tool_call_id: str | None, runtime_id: str | None,
                    api_request_id: str | None) -> c.CallInfo:
@@ -529,22 +541,17 @@ class ToolCalls:
                         call: c.CallInfo | None = None) -> Any:
         """``run_tool`` in an async call; ``execute`` may return an awaitable.
         ``call``: an already-opened call (see ``run_llm``)."""
-        obs = self.observer
+        call = self._opened_tool_call(call, tool_name, args, tool_call_id, runtime_id,
+                                      api_request_id)
         if call is None:
-            if runtime_id is None:
-                runtime_id = c.current_runtime_context().runtime_id
-            if type(args) is dict and not self._tool_active(runtime_id):
-                try:
-                    r = execute(args)
-                    return await r if isawaitable(r) else r
-                except Exception as exc:
-                    if raise_errors:
-                        raise
-                    return failure_from_exception(exc, 0.0).model_text()
-            call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
-            if obs is not None:
-                call.observation = obs.call_started(call, args)
-        return await adrive(finished_steps, obs, call,
+            try:
+                r = execute(args)
+                return await r if isawaitable(r) else r
+            except Exception as exc:
+                if raise_errors:
+                    raise
+                return failure_from_exception(exc, 0.0).model_text()
+        return await adrive(finished_steps, self.observer, call,
                             self._tool_steps(call, args, execute, raise_errors, True))
 
 
