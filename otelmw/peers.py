@@ -78,7 +78,9 @@ PEERS: dict[str, Peer] = {
         "OpenLLMetry", "otelmw_langchain",
         "a second `invoke_agent {name}` span, spans of its own for the workflow, each node and "
         "each model call (`ChatOpenAI.chat`), a `create_agent {name}` span in a trace of its "
-        f"own, {_OPENLLMETRY_CONTENT}, and {_METRICS}"),
+        "own, two spans for each hook of every middleware of the agent, otelmw's included "
+        "(it patches `AgentMiddleware`'s hooks, which gives each middleware its four hook "
+        f"nodes), {_OPENLLMETRY_CONTENT}, and {_METRICS}"),
     "opentelemetry-instrumentation-genai-openai-agents": Peer(
         "official OpenTelemetry", "otelmw_openai_agents",
         "a second `invoke_agent {name}` span, under an `invoke_workflow` span of its own"),

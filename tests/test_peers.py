@@ -199,7 +199,12 @@ HOST_PEERS = {
         "opentelemetry-instrumentation-langchain", "0.62.4", (_TRACELOOP,), "langchain",
         "OpenLLMetry", "langchain", "ChatOpenAI.chat", True, True, ours=_AGENT),
         ("create_agent peer-agent", "invoke_agent peer-agent", "peer-agent.workflow",
-         "execute_task model", "ChatOpenAI.chat"), False),
+         "execute_task model", "ChatOpenAI.chat",
+         # it patches AgentMiddleware's hooks: otelmw's middleware gets its four hook
+         # nodes, each traced by node name and by hook (the middleware's class)
+         *(f"execute_task {who}.{hook}" for who in ("otelmw", "OtelmwModelMiddleware")
+           for hook in ("before_agent", "before_model", "after_model", "after_agent"))),
+        False),
     "genai-openai-agents": HostPeerCase(PeerCase(
         "opentelemetry-instrumentation-genai-openai-agents", "1.3b0", (_UTIL,),
         "openai_agents", "official OpenTelemetry", "openai_agents", "invoke_agent peer-agent",

@@ -258,8 +258,7 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             owner, _, attr = name.rpartition(".")
             target = getattr(module, owner) if owner else module
-            current = getattr(target, attr, None)
-            if getattr(current, "_self_wrapper", None) is not wrapper:
+            if not _wrapped_by(getattr(target, attr, None), wrapper):
                 wrapt.wrap_function_wrapper(module, name, wrapper)
             # (else the re-export of a function wrapped in its own module: restored too)
             self._wrapped.append((module_name, name))
@@ -311,3 +310,15 @@ def unwrap_path(module: str, name: str) -> None:
         current = getattr(parent, attr, None)
     if isinstance(current, _PROXY_BASE):
         setattr(parent, attr, current.__wrapped__)
+
+
+def _wrapped_by(function: Any, wrapper: Wrapper) -> bool:
+    """Whether ``wrapper`` already wraps ``function``, under any wrappers of others (a
+    peer instrumentation may have wrapped otelmw's wrapper of the function's own
+    module before its re-export is reached)."""
+    seen = 0
+    while isinstance(function, wrapt.FunctionWrapper) and seen < 16:
+        if getattr(function, "_self_wrapper", None) is wrapper:
+            return True
+        function, seen = function.__wrapped__, seen + 1
+    return False
