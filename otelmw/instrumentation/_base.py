@@ -9,7 +9,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -32,6 +32,35 @@ T = TypeVar("T")
 _PROXY_BASE = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def prepared_wrapper(prepared: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+                     run: Callable[[Any, Any], Any],
+                     arun: Callable[[Any, Any], Awaitable[Any]], *, is_async: bool,
+                     async_flag: str | None = None) -> Wrapper:
+    """A wrapt wrapper that hands the call to ``run(wrapped, found)`` (``await
+    arun(...)`` in the async one), where ``found = prepared(args, kwargs)``; when
+    ``prepared`` finds nothing (None) the call runs unobserved. ``async_flag``: a
+    keyword with which the sync entry serves the async one (LiteLLM's
+    ``completion(acompletion=True)``), so the call is the async wrapper's."""
+
+    def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+        if async_flag is not None and kwargs.get(async_flag) is True:
+            return atraced(wrapped, instance, args, kwargs)
+        found = prepared(args, kwargs)
+        if found is None:
+            return wrapped(*args, **kwargs)
+        return run(wrapped, found)
+
+    async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+        found = prepared(args, kwargs)
+        if found is None:
+            return await wrapped(*args, **kwargs)
+        return await arun(wrapped, found)
+
+    return atraced if is_async else traced
 
 
 def ensure_observer() -> None:

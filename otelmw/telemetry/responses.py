@@ -115,6 +115,16 @@ class ResponseFacts:
         if isinstance(reason, str) and reason:
             self.finish_reasons.append(reason)
 
+    def _take_identity(self, obj: Any, *, keep_first_id: bool) -> None:
+        """The response id and model a response or chunk names; with ``keep_first_id``
+        (a stream's chunks) the first id seen stays."""
+        rid = get(obj, "id")
+        if isinstance(rid, str) and (self.response_id is None or not keep_first_id):
+            self.response_id = rid
+        model = get(obj, "model")
+        if isinstance(model, str):
+            self.model = model
+
     def absorb(self, obj: Any) -> None:
         """Take facts from a full response object."""
         if self.output is not None:
@@ -142,12 +152,7 @@ class ResponseFacts:
                 return
             except AttributeError:
                 self.finish_reasons = []  # the general path below reads them again
-        rid = get(obj, "id")
-        if isinstance(rid, str):
-            self.response_id = rid
-        model = get(obj, "model")
-        if isinstance(model, str):
-            self.model = model
+        self._take_identity(obj, keep_first_id=False)
         tier = get(obj, "service_tier")
         if isinstance(tier, str):
             self.service_tier = tier
@@ -174,12 +179,7 @@ class ResponseFacts:
         if isinstance(etype, str):
             self._absorb_event(etype, chunk)
             return
-        rid = get(chunk, "id")
-        if isinstance(rid, str) and self.response_id is None:
-            self.response_id = rid
-        model = get(chunk, "model")
-        if isinstance(model, str):
-            self.model = model
+        self._take_identity(chunk, keep_first_id=True)
         choices = get(chunk, "choices")
         if isinstance(choices, list | tuple):
             for ch in choices:

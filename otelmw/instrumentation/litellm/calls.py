@@ -26,7 +26,7 @@ from ...core import (
     get_pipeline,
     instrumentation_failed,
 )
-from .._base import Wrapper
+from .._base import Wrapper, prepared_wrapper
 from .providers import endpoint_of
 from .steps import attempt_made
 
@@ -149,31 +149,20 @@ def chat_wrapper(api_mode: str, params: tuple[str, ...], *, is_async: bool,
             failed(api_mode, exc)
             return None
 
-    def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-        if async_flag and kwargs.get("acompletion") is True:
-            return atraced(wrapped, instance, args, kwargs)
-        found = prepared(args, kwargs)
-        if found is None:
-            return wrapped(*args, **kwargs)
+    def run(wrapped: Any, found: Any) -> Any:
         request, endpoint, outer = found
         if outer is not None:  # this LiteLLM call is the request of a call in flight
-            return enrich_llm_call(outer, wrapped(*args, **kwargs), endpoint.address,
-                                   endpoint.port)
+            return enrich_llm_call(outer, wrapped(**request), endpoint.address, endpoint.port)
         attempt_made()
         return get_pipeline().run_llm(
             request, lambda effective: observed(wrapped(**effective)),
             provider=endpoint.provider, api_mode=api_mode,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> Any:
-        found = prepared(args, kwargs)
-        if found is None:
-            return await wrapped(*args, **kwargs)
+    async def arun(wrapped: Any, found: Any) -> Any:
         request, endpoint, outer = found
         if outer is not None:
-            return enrich_llm_call(outer, await wrapped(*args, **kwargs), endpoint.address,
+            return enrich_llm_call(outer, await wrapped(**request), endpoint.address,
                                    endpoint.port)
 
         async def execute(effective: dict[str, Any]) -> Any:
@@ -184,7 +173,8 @@ def chat_wrapper(api_mode: str, params: tuple[str, ...], *, is_async: bool,
             request, execute, provider=endpoint.provider, api_mode=api_mode,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    return atraced if is_async else traced
+    return prepared_wrapper(prepared, run, arun, is_async=is_async,
+                            async_flag="acompletion" if async_flag else None)
 
 
 def embeddings_wrapper(params: tuple[str, ...], *, is_async: bool) -> Wrapper:
@@ -199,31 +189,22 @@ def embeddings_wrapper(params: tuple[str, ...], *, is_async: bool) -> Wrapper:
             failed("embedding", exc)
             return None
 
-    def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-        if kwargs.get("aembedding") is True:  # the sync entry serving the async one
-            return atraced(wrapped, instance, args, kwargs)
-        found = prepared(args, kwargs)
-        if found is None:
-            return wrapped(*args, **kwargs)
+    def run(wrapped: Any, found: Any) -> Any:
         request, endpoint = found
         attempt_made()
         return get_pipeline().run_embeddings(
             request, _host(wrapped), provider=endpoint.provider,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> Any:
-        found = prepared(args, kwargs)
-        if found is None:
-            return await wrapped(*args, **kwargs)
+    async def arun(wrapped: Any, found: Any) -> Any:
         request, endpoint = found
         attempt_made()
         return await get_pipeline().arun_embeddings(
             request, _host(wrapped), provider=endpoint.provider,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    return atraced if is_async else traced
+    # The sync entry also serves ``aembedding`` (``embedding(aembedding=True)``).
+    return prepared_wrapper(prepared, run, arun, is_async=is_async, async_flag="aembedding")
 
 
 def _host(wrapped: Any) -> Callable[[dict[str, Any]], Any]:

@@ -19,7 +19,7 @@ from ...core import (
     get_pipeline,
     instrumentation_failed,
 )
-from .._base import Wrapper
+from .._base import Wrapper, prepared_wrapper
 
 RUNTIME_ID = "litellm"
 AGENT_NAME = "run_tool_loop"
@@ -138,26 +138,18 @@ def loop_wrapper(*, is_async: bool) -> Wrapper:
             instrumentation_failed("litellm", "run_tool_loop", exc)
             return None
 
-    def traced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-        found = prepared(args, kwargs)
-        if found is None:
-            return wrapped(*args, **kwargs)
+    def run(wrapped: Any, found: Any) -> Any:
         request, turn = found
         if turn is None:
             return wrapped(**request)
         with turn:
             return wrapped(**request)
 
-    async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> Any:
-        found = prepared(args, kwargs)
-        if found is None:
-            return await wrapped(*args, **kwargs)
+    async def arun(wrapped: Any, found: Any) -> Any:
         request, turn = found
         if turn is None:
             return await wrapped(**request)
         async with turn:
             return await wrapped(**request)
 
-    return atraced if is_async else traced
+    return prepared_wrapper(prepared, run, arun, is_async=is_async)

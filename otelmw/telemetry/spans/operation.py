@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.metrics import Histogram, Meter
+from opentelemetry.metrics import Counter, Histogram, Meter
 from opentelemetry.trace import Status, StatusCode
 
 from ...core.contract import CallInfo
@@ -28,53 +28,56 @@ attach, set_span_in_context, perf_counter = (
     otel_context.attach, trace.set_span_in_context, time.perf_counter)
 
 
-# The metric instruments of the telemetry contract (created once per meter).
+# The metric instruments of the telemetry contract, as (attribute, metric name, unit,
+# description, bucket boundaries); a row with no boundaries is a counter. The
+# streamed-response histograms use the operation-duration buckets, as the GenAI
+# conventions and the official instrumentations define them.
+_INSTRUMENTS: tuple[tuple[str, str, str, str, tuple[float, ...] | None], ...] = (
+    ("operation_duration", a.M_OPERATION_DURATION, "s", "GenAI operation duration",
+     a.DURATION_BUCKETS),
+    ("token_usage", a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request", a.TOKEN_BUCKETS),
+    ("time_to_first_chunk", a.M_TIME_TO_FIRST_CHUNK, "s",
+     "Time from the request to the first chunk of its response stream", a.DURATION_BUCKETS),
+    ("time_per_output_chunk", a.M_TIME_PER_OUTPUT_CHUNK, "s",
+     "Time between two chunks of a response stream (one point per chunk after the first)",
+     a.DURATION_BUCKETS),
+    ("tool_duration", a.M_TOOL_DURATION, "s", "Tool call duration", a.DURATION_BUCKETS),
+    ("agent_duration", a.M_AGENT_DURATION, "s", "Agent turn duration", a.DURATION_BUCKETS),
+    ("middleware_duration", a.M_MIDDLEWARE_DURATION, "s",
+     "Duration of one middleware callback (wrappers include downstream)", a.MIDDLEWARE_BUCKETS),
+    ("middleware_failures", a.M_MIDDLEWARE_FAILURES, "{failure}",
+     "Middleware callbacks that failed (fail-open)", None),
+    ("rewrites", a.M_REWRITES, "{rewrite}", "Accepted request rewrites", None),
+    ("tool_results", a.M_TOOL_RESULTS, "{result}", "Normalized tool results", None),
+    ("normalize_failures", a.M_NORMALIZE_FAILURES, "{failure}",
+     "Normalizers that raised or returned a wrong type", None),
+    ("hook_failures", a.M_HOOK_FAILURES, "{failure}", "Observer hooks that failed", None),
+)
+
+
 class Instruments:
-    __slots__ = ("agent_duration", "hook_failures", "middleware_duration",
-                 "middleware_failures", "normalize_failures", "operation_duration",
-                 "rewrites", "time_per_output_chunk", "time_to_first_chunk", "token_usage",
-                 "tool_duration", "tool_results")
+    """The contract's instruments, created once per meter (``_INSTRUMENTS``)."""
+
+    __slots__ = tuple(row[0] for row in _INSTRUMENTS)
+    agent_duration: Histogram
+    middleware_duration: Histogram
+    operation_duration: Histogram
+    time_per_output_chunk: Histogram
+    time_to_first_chunk: Histogram
+    token_usage: Histogram
+    tool_duration: Histogram
+    hook_failures: Counter
+    middleware_failures: Counter
+    normalize_failures: Counter
+    rewrites: Counter
+    tool_results: Counter
 
     def __init__(self, meter: Meter) -> None:
-        def histogram(name: str, unit: str, description: str,
-                      buckets: tuple[float, ...]) -> Histogram:
-            return meter.create_histogram(name, unit=unit, description=description,
-                                          explicit_bucket_boundaries_advisory=list(buckets))
-
-        self.operation_duration = histogram(a.M_OPERATION_DURATION, "s",
-                                            "GenAI operation duration", a.DURATION_BUCKETS)
-        self.token_usage = histogram(a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request",
-                                     a.TOKEN_BUCKETS)
-        # Streamed responses, as the GenAI conventions and the official
-        # instrumentations define them (the operation-duration buckets).
-        self.time_to_first_chunk = histogram(
-            a.M_TIME_TO_FIRST_CHUNK, "s",
-            "Time from the request to the first chunk of its response stream",
-            a.DURATION_BUCKETS)
-        self.time_per_output_chunk = histogram(
-            a.M_TIME_PER_OUTPUT_CHUNK, "s",
-            "Time between two chunks of a response stream (one point per chunk after the first)",
-            a.DURATION_BUCKETS)
-        self.tool_duration = histogram(a.M_TOOL_DURATION, "s", "Tool call duration",
-                                       a.DURATION_BUCKETS)
-        self.agent_duration = histogram(a.M_AGENT_DURATION, "s", "Agent turn duration",
-                                        a.DURATION_BUCKETS)
-        self.middleware_duration = histogram(
-            a.M_MIDDLEWARE_DURATION, "s",
-            "Duration of one middleware callback (wrappers include downstream)",
-            a.MIDDLEWARE_BUCKETS)
-        self.middleware_failures = meter.create_counter(
-            a.M_MIDDLEWARE_FAILURES, unit="{failure}",
-            description="Middleware callbacks that failed (fail-open)")
-        self.rewrites = meter.create_counter(
-            a.M_REWRITES, unit="{rewrite}", description="Accepted request rewrites")
-        self.tool_results = meter.create_counter(
-            a.M_TOOL_RESULTS, unit="{result}", description="Normalized tool results")
-        self.normalize_failures = meter.create_counter(
-            a.M_NORMALIZE_FAILURES, unit="{failure}",
-            description="Normalizers that raised or returned a wrong type")
-        self.hook_failures = meter.create_counter(
-            a.M_HOOK_FAILURES, unit="{failure}", description="Observer hooks that failed")
+        for attr, name, unit, description, buckets in _INSTRUMENTS:
+            setattr(self, attr, meter.create_counter(name, unit=unit, description=description)
+                    if buckets is None else
+                    meter.create_histogram(name, unit=unit, description=description,
+                                           explicit_bucket_boundaries_advisory=list(buckets)))
 
 
 @dataclass(frozen=True, slots=True)
