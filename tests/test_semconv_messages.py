@@ -441,6 +441,51 @@ def test_every_limit_gives_valid_json_within_it_or_nothing(size: int) -> None:
             assert json.loads(text or "") == json.loads(json.dumps(items)), key
 
 
+def _cut_fit(policy: ContentPolicy, items: list[dict[str, Any]], keep_last: bool) -> Any:
+    """The general fit alone (items taken, redacted, cut), without the whole-fit shortcut."""
+    fitted = policy._fit_cut(reversed(items) if keep_last else items, keep_last)
+    return None if fitted is None else json.loads(json.dumps(fitted))
+
+
+@pytest.mark.parametrize("size", [1, 40, 2000])
+@pytest.mark.parametrize("secret", [False, True])
+def test_a_value_that_fits_whole_is_what_the_general_fit_gives(size: int, secret: bool) -> None:
+    """``message_value`` skips the skeletons and shares when everything fits and the
+    redactor changes nothing: the result must be the general fit's, at every limit,
+    for every attribute kind (binary, tool-call arguments, optional schema fields)."""
+    content = request_content(_conversation(size))
+    extra = {"role": "user", "parts": [
+        {"type": "blob", "modality": "image", "mime_type": "image/png", "content": PNG},
+        {"type": "text", "content": f"key {SECRET}" if secret else "no key here"}]}
+    attributes = [([*content.input_messages, extra], True),
+                  (content.system_instructions, False), (content.tool_definitions, False)]
+    for limit in [*range(30, 600, 29), 1000, 4096, 10**6]:
+        policy = ContentPolicy(SPAN_ONLY, limit)
+        for items, keep_last in attributes:
+            value = policy.message_value(copy.deepcopy(items), keep_last=keep_last)
+            expected = _cut_fit(policy, copy.deepcopy(items), keep_last)
+            assert (None if value is None else json.loads(value.text)) == expected
+            assert value is None or json.loads(value.text) == json.loads(
+                json.dumps(value.value))
+            assert value is None or SECRET not in value.text
+
+
+def test_a_short_conversation_skips_the_general_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut is taken when it applies (and only then): a short conversation with
+    no credential is never cut or shared out; one with a credential goes the general way."""
+    policy = ContentPolicy(SPAN_ONLY, 4096)
+    general: list[int] = []
+    real = ContentPolicy._fit_cut
+    monkeypatch.setattr(ContentPolicy, "_fit_cut",
+                        lambda self, *args: general.append(1) or real(self, *args))
+    plain = [{"role": "user", "parts": [{"type": "text", "content": "hello"}]}]
+    value = policy.message_value(plain)
+    assert value is not None and json.loads(value.text) == plain and general == []
+    leaked = [{"role": "user", "parts": [{"type": "text", "content": f"key {SECRET}"}]}]
+    value = policy.message_value(leaked)
+    assert value is not None and SECRET not in value.text and general == [1]
+
+
 @pytest.mark.host("openai")
 def test_redaction_applies_to_part_contents_and_keeps_the_json_valid(
         observed: Any, server: ScriptedLLMServer) -> None:

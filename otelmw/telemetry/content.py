@@ -16,6 +16,7 @@ never at the end of the JSON text.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import reprlib
@@ -332,10 +333,19 @@ class ContentPolicy:
 
     def _value(self, taking: Iterable[dict[str, Any]], newest_first: bool
                ) -> MessageValue | None:
-        fitted = self._fit(taking, newest_first)
-        if fitted is None:
-            return None
-        text = _dumps(fitted)
+        items = iter(taking)
+        taken: list[dict[str, Any]] = []
+        texts: list[str] = []
+        if self._fits_whole(items, taken, texts):
+            if newest_first:
+                taken.reverse()
+                texts.reverse()
+            fitted, text = taken, f"[{','.join(texts)}]"  # = _dumps(taken)
+        else:
+            cut = self._fit_cut(itertools.chain(taken, items), newest_first)
+            if cut is None:
+                return None
+            fitted, text = cut, _dumps(cut)
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
             clean = text.encode("utf-8", "replace").decode("utf-8")
             if clean != text:  # the structure too: the cleaned text, parsed
@@ -352,6 +362,37 @@ class ContentPolicy:
              ) -> list[dict[str, Any]] | None:
         """``fit_messages`` of the items in the order they are taken (``newest_first``:
         the last ones kept, handed back in their own order)."""
+        items = iter(taking)
+        taken: list[dict[str, Any]] = []
+        if self._fits_whole(items, taken, []):
+            if newest_first:
+                taken.reverse()
+            return taken
+        return self._fit_cut(itertools.chain(taken, items), newest_first)
+
+    def _fits_whole(self, items: Iterator[dict[str, Any]], taken: list[dict[str, Any]],
+                    texts: list[str]) -> bool:
+        """Whether every item fits the limit as it is and the redactor changes none of
+        their contents (the usual case: a short conversation, no credential): then
+        ``_fit_cut`` would take them all and change nothing, so its skeletons and shares
+        are skipped. ``taken``: the items read (all of them when True), ``texts``: their
+        JSON; reading stops once they are over the limit."""
+        size = 1  # the JSON list: "[", then each item followed by "," or "]"
+        for item in items:
+            taken.append(item)
+            text = _dumps(item)
+            texts.append(text)
+            size += len(text) + 1
+            if size > self.max_length:
+                return False
+        cap = self.max_length * 4
+        return bool(taken) and all(slot.redacts_nothing(cap)
+                                   for item in taken for slot in _slots(item))
+
+    def _fit_cut(self, taking: Iterable[dict[str, Any]], newest_first: bool
+                 ) -> list[dict[str, Any]] | None:
+        """``_fit`` in general: items taken while their structures and a readable share
+        of their contents fit, contents redacted, then cut to equal shares."""
         limit, cap = self.max_length, self.max_length * 4
         kept: list[tuple[dict[str, Any], list[_Slot]]] = []
         size = 2  # the list's brackets
@@ -412,6 +453,19 @@ class _Slot:
             return 0
         value = self.value
         return min(len(value) if isinstance(value, str) else MIN_SHARE, MIN_SHARE)
+
+    def redacts_nothing(self, cap: int) -> bool:
+        """Whether ``redact(cap)`` would leave this content as it is (its container
+        untouched), for a content shorter than ``cap``."""
+        value = self.value
+        if self.kind == BINARY:
+            return isinstance(value, str)
+        if isinstance(value, str):
+            return redact(value) == value
+        if self.kind == OPTIONAL and not isinstance(value, dict | bool):
+            return False
+        text, whole = _bounded_json(_COMPACT, value, cap)
+        return whole and redact(text) == text
 
     def redact(self, cap: int) -> None:
         """Bounded to ``cap`` characters, then through the redactor (binary data is
