@@ -456,6 +456,22 @@ def test_digest_exception() -> None:
     assert digest(Hostile())[0] == sha(name.encode())
 
 
+def test_an_otelmw_error_as_a_raw_result_names_its_stable_home() -> None:
+    """An otelmw error whose class moved keeps the name it is exported under (its
+    ``error.type``) in a raw result's type and digest, so those do not change when the
+    code is regrouped."""
+    from otelmw.core.failures import error_type
+    from otelmw.core.pipeline import ToolArgumentsError
+    from otelmw.telemetry.digests import type_name
+
+    exc = ToolArgumentsError("not JSON")
+    assert ToolArgumentsError.__module__ == "otelmw.core.pipeline"
+    assert type_name(exc) == error_type(exc) == "otelmw.tool_calls.ToolArgumentsError"
+    text = b"otelmw.tool_calls.ToolArgumentsError: not JSON"
+    assert digest(exc) == (sha(text), len(text))
+    assert type_name(KeyError()) == "KeyError"
+
+
 def test_digest_huge_str_is_sampled_by_characters() -> None:
     cap = 4096
     s = "a" * 3000 + "é" * 7000 + "z" * 3000

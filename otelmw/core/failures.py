@@ -132,10 +132,15 @@ def exported_from(home: str) -> Callable[[_E], _E]:
     return register
 
 
+def exported_type_name(t: type) -> str:
+    """The fully qualified name of type ``t`` as otelmw exports it: an otelmw error's
+    stable home (``exported_from``), else its module and qualified name."""
+    return _EXPORTED_HOMES.get(t) or f"{t.__module__}.{t.__qualname__}"
+
+
 def error_type(exc: BaseException) -> str:
     """The fully qualified type of ``exc`` as exported in ``error.type``."""
-    t = type(exc)
-    return _EXPORTED_HOMES.get(t) or f"{t.__module__}.{t.__qualname__}"
+    return exported_type_name(type(exc))
 
 
 def describe(exc: BaseException) -> str:

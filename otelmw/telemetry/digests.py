@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..config import settings as cfg
+from ..core.failures import exported_type_name
 
 try:  # optional at import (a dependency of the package): only an accelerator
     import orjson as _orjson
@@ -87,8 +88,7 @@ MAX_BYTES: Final = cfg.DIGEST_MAX_BYTES.default
 
 def type_name(value: Any) -> str:
     t = type(value)
-    mod = t.__module__
-    return t.__qualname__ if mod == "builtins" else f"{mod}.{t.__qualname__}"
+    return t.__qualname__ if t.__module__ == "builtins" else exported_type_name(t)
 
 
 def _exc_text(exc: BaseException) -> str:
@@ -96,7 +96,7 @@ def _exc_text(exc: BaseException) -> str:
         msg = str(exc)
     except Exception:
         msg = ""
-    return f"{type(exc).__module__}.{type(exc).__qualname__}: {msg}"
+    return f"{exported_type_name(type(exc))}: {msg}"
 
 
 def _json_default(value: Any) -> Any:
