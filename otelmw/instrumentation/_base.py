@@ -35,11 +35,12 @@ Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 def prepared_wrapper(prepared: Callable[[tuple[Any, ...], dict[str, Any]], Any],
-                     run: Callable[[Any, Any], Any],
-                     arun: Callable[[Any, Any], Awaitable[Any]], *, is_async: bool,
+                     run: Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any],
+                     arun: Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Awaitable[Any]],
+                     *, is_async: bool,
                      async_flag: str | None = None) -> Wrapper:
-    """A wrapt wrapper that hands the call to ``run(wrapped, found)`` (``await
-    arun(...)`` in the async one), where ``found = prepared(args, kwargs)``; when
+    """A wrapt wrapper that hands the call to ``run(wrapped, args, kwargs, found)``
+    (``await arun(...)`` in the async one), where ``found = prepared(args, kwargs)``; when
     ``prepared`` finds nothing (None) the call runs unobserved. ``async_flag``: a
     keyword with which the sync entry serves the async one (LiteLLM's
     ``completion(acompletion=True)``), so the call is the async wrapper's."""
@@ -51,14 +52,14 @@ def prepared_wrapper(prepared: Callable[[tuple[Any, ...], dict[str, Any]], Any],
         found = prepared(args, kwargs)
         if found is None:
             return wrapped(*args, **kwargs)
-        return run(wrapped, found)
+        return run(wrapped, args, kwargs, found)
 
     async def atraced(wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
         found = prepared(args, kwargs)
         if found is None:
             return await wrapped(*args, **kwargs)
-        return await arun(wrapped, found)
+        return await arun(wrapped, args, kwargs, found)
 
     return atraced if is_async else traced
 

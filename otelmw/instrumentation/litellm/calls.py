@@ -149,20 +149,22 @@ def chat_wrapper(api_mode: str, params: tuple[str, ...], *, is_async: bool,
             failed(api_mode, exc)
             return None
 
-    def run(wrapped: Any, found: Any) -> Any:
+    def run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], found: Any) -> Any:
         request, endpoint, outer = found
         if outer is not None:  # this LiteLLM call is the request of a call in flight
-            return enrich_llm_call(outer, wrapped(**request), endpoint.address, endpoint.port)
+            return enrich_llm_call(outer, wrapped(*args, **kwargs), endpoint.address,
+                                   endpoint.port)
         attempt_made()
         return get_pipeline().run_llm(
             request, lambda effective: observed(wrapped(**effective)),
             provider=endpoint.provider, api_mode=api_mode,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    async def arun(wrapped: Any, found: Any) -> Any:
+    async def arun(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   found: Any) -> Any:
         request, endpoint, outer = found
         if outer is not None:
-            return enrich_llm_call(outer, await wrapped(**request), endpoint.address,
+            return enrich_llm_call(outer, await wrapped(*args, **kwargs), endpoint.address,
                                    endpoint.port)
 
         async def execute(effective: dict[str, Any]) -> Any:
@@ -189,14 +191,15 @@ def embeddings_wrapper(params: tuple[str, ...], *, is_async: bool) -> Wrapper:
             failed("embedding", exc)
             return None
 
-    def run(wrapped: Any, found: Any) -> Any:
+    def run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], found: Any) -> Any:
         request, endpoint = found
         attempt_made()
         return get_pipeline().run_embeddings(
             request, _host(wrapped), provider=endpoint.provider,
             server_address=endpoint.address, server_port=endpoint.port)
 
-    async def arun(wrapped: Any, found: Any) -> Any:
+    async def arun(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   found: Any) -> Any:
         request, endpoint = found
         attempt_made()
         return await get_pipeline().arun_embeddings(

@@ -138,14 +138,15 @@ def loop_wrapper(*, is_async: bool) -> Wrapper:
             instrumentation_failed("litellm", "run_tool_loop", exc)
             return None
 
-    def run(wrapped: Any, found: Any) -> Any:
+    def run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], found: Any) -> Any:
         request, turn = found
         if turn is None:
             return wrapped(**request)
         with turn:
             return wrapped(**request)
 
-    async def arun(wrapped: Any, found: Any) -> Any:
+    async def arun(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   found: Any) -> Any:
         request, turn = found
         if turn is None:
             return await wrapped(**request)
