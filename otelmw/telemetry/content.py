@@ -333,19 +333,11 @@ class ContentPolicy:
 
     def _value(self, taking: Iterable[dict[str, Any]], newest_first: bool
                ) -> MessageValue | None:
-        items = iter(taking)
-        taken: list[dict[str, Any]] = []
         texts: list[str] = []
-        if self._fits_whole(items, taken, texts):
-            if newest_first:
-                taken.reverse()
-                texts.reverse()
-            fitted, text = taken, f"[{','.join(texts)}]"  # = _dumps(taken)
-        else:
-            cut = self._fit_cut(itertools.chain(taken, items), newest_first)
-            if cut is None:
-                return None
-            fitted, text = cut, _dumps(cut)
+        fitted = self._fit(taking, newest_first, texts)
+        if fitted is None:
+            return None
+        text = f"[{','.join(texts)}]" if texts else _dumps(fitted)  # (= _dumps(fitted))
         if not text.isascii():  # lone surrogates would make the OTLP batch fail
             clean = text.encode("utf-8", "replace").decode("utf-8")
             if clean != text:  # the structure too: the cleaned text, parsed
@@ -358,16 +350,21 @@ class ContentPolicy:
         carries); modifies the part dicts of ``items`` in place."""
         return self._fit(reversed(items) if keep_last else items, keep_last)
 
-    def _fit(self, taking: Iterable[dict[str, Any]], newest_first: bool
-             ) -> list[dict[str, Any]] | None:
+    def _fit(self, taking: Iterable[dict[str, Any]], newest_first: bool,
+             texts: list[str] | None = None) -> list[dict[str, Any]] | None:
         """``fit_messages`` of the items in the order they are taken (``newest_first``:
-        the last ones kept, handed back in their own order)."""
+        the last ones kept, handed back in their own order). ``texts``: filled with each
+        item's JSON, in the same order, when the items are taken whole (left empty when
+        they were cut)."""
         items = iter(taking)
         taken: list[dict[str, Any]] = []
-        if self._fits_whole(items, taken, []):
+        read: list[str] = [] if texts is None else texts
+        if self._fits_whole(items, taken, read):
             if newest_first:
                 taken.reverse()
+                read.reverse()
             return taken
+        read.clear()
         return self._fit_cut(itertools.chain(taken, items), newest_first)
 
     def _fits_whole(self, items: Iterator[dict[str, Any]], taken: list[dict[str, Any]],
