@@ -1,5 +1,5 @@
-"""Each pipeline step is written once (``otelmw/core/steps.py``) and run by a sync and an
-async driver: the same scripted calls, made once through ``run_*`` and once through
+"""Each pipeline step is written once (``otelmw/core/calls_async.py``; ``calls_sync.py``
+is generated from it): the same scripted calls, made once through ``run_*`` and once through
 ``arun_*``, export the same telemetry — spans (names, kinds, status, attributes,
 events, parents), log records and metric points, normalized for what differs between
 two runs (ids, times, durations). Every operation is covered, with request rewrites
@@ -30,7 +30,7 @@ from _support.telemetry import (
 )
 
 from otelmw import ListMemoryAdapter, NormalizedToolResult
-from otelmw.core.steps import drive
+from otelmw.core import calls_sync
 from otelmw.telemetry.content import SPAN_AND_EVENT
 
 pytestmark = pytest.mark.timeout(60)
@@ -240,8 +240,8 @@ def test_sync_and_async_calls_export_the_same_telemetry(name: str) -> None:
 
 @pytest.mark.parametrize("raises", [False, True])
 def test_the_sync_observer_only_fast_path_matches_the_general_path(raises: bool) -> None:
-    """``run_llm`` with only an observer skips the step machine; what it exports is what
-    the general path (``_llm_call_steps`` under ``drive``) exports for the same call."""
+    """``run_llm`` with only an observer skips ``calls_sync.llm_call``; what it exports
+    is what that general path exports for the same call."""
     results = []
     for fast in (True, False):
         h = TelemetryHarness(SPAN_AND_EVENT)
@@ -256,7 +256,7 @@ def test_the_sync_observer_only_fast_path_matches_the_general_path(raises: bool)
                     call = p._llm_call(request, "openai", None, None, None)
                     call.observation = p.observer.call_started(  # type: ignore[union-attr]
                         call, request)
-                    answer = drive(p._llm_call_steps, call, request, base, False)
+                    answer = calls_sync.llm_call(p, call, request, base)
             except ValueError as exc:
                 answer = repr(exc)
             h.assert_clean()

@@ -16,12 +16,12 @@ into ``"Tool Error: …"``).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
+from . import calls_async, calls_sync
 from . import contract as c
 from .contract import (
     current_llm_call,
@@ -30,7 +30,7 @@ from .contract import (
     reset_current_llm_call,
     set_current_llm_call,
 )
-from .failures import MEMORY, FailureLog, describe, exported_from, safe_str
+from .failures import MEMORY, FailureLog, describe, safe_str
 from .payloads import freeze
 from .registry import Layer, LayerRegistry
 from .results import (
@@ -46,27 +46,16 @@ from .results import (
 )
 from .seam import PipelineObserver
 from .steps import (
-    Steps,
-    ToolInFlight,
-    adrive,
+    BLOCKED_KEY,
+    RefusedArguments,
+    ToolArgumentsError,
     all_hook_events,
-    block_message,
-    drive,
-    execution_steps,
-    finished_steps,
-    first,
-    hook_steps,
-    host_call_steps,
     isawaitable,
-    llm_base_steps,
-    own_driver,
-    plain_string,
-    rewrite_steps,
-    tool_base_steps,
+    parse_arguments,
 )
 
-__all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pipeline",
-           "parse_arguments"]
+__all__ = ["BLOCKED_KEY", "Pipeline", "ToolArgumentsError", "Turn", "current_llm_call",
+           "get_pipeline", "parse_arguments"]
 
 
 # --------------------------------------------------------------------------------------
@@ -76,11 +65,6 @@ __all__ = ["Pipeline", "ToolArgumentsError", "Turn", "current_llm_call", "get_pi
 # ``llm_execution`` chain → base call → ``post_api_request`` | ``api_request_error``,
 # one definition for sync and async calls (its stages in ``steps.py``).
 # --------------------------------------------------------------------------------------
-
-def _execution_kwargs(kw: dict[str, Any], original: Any, call: c.CallInfo) -> dict[str, Any]:
-    """The ``llm_execution`` chain's own kwargs: the call's, the original and the trace
-    of the rewrites that ran."""
-    return {**kw, "original_request": original, "middleware_trace": call.trace_view()}
 
 
 class LLMCalls:
@@ -104,7 +88,6 @@ class LLMCalls:
             provider=provider, model=model, api_mode=api_mode, server=server)
         link_model_call(rc, call.api_request_id)
         return call
-
 
     def _api_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]:
@@ -137,8 +120,8 @@ class LLMCalls:
             if obs is not None:
                 obs.request_rewritten(call, request)
         if obs is not None and not self.registry.llm_active and obs.hook_events != "all":
-            # Observer only (the SDK instrumentors' usual case): ``_llm_call_steps``
-            # with its generator frames saved (tests/test_core_steps.py compares them).
+            # Observer only (the SDK instrumentors' usual case): ``calls_sync.llm_call``
+            # with its frames saved (tests/test_core_steps.py compares the two).
             token = set_current_llm_call(call)
             try:
                 result = execute(request)
@@ -148,7 +131,7 @@ class LLMCalls:
             finally:
                 reset_current_llm_call(token)
             return obs.call_finished(call, result, None)
-        return drive(self._llm_call_steps, call, request, execute, False)
+        return calls_sync.llm_call(self, call, request, execute)
 
     async def arun_llm(self, request: Any, execute: Callable[[Any], Any], *,
                        provider: str | None = None, model: str | None = None,
@@ -171,73 +154,8 @@ class LLMCalls:
             call.request_sent(request)
             if obs is not None:
                 obs.request_rewritten(call, request)
-        return await adrive(self._llm_call_steps, call, request, execute, True)
+        return await calls_async.llm_call(self, call, request, execute)
 
-    def _llm_call_steps(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any],
-                        awaits: bool) -> Steps[Any]:
-        """An opened LLM call, to the observer's ``call_finished``."""
-        obs = self.observer
-        token = set_current_llm_call(call)
-        try:
-            if self.registry.llm_active or all_hook_events(obs):
-                # Middleware and hooks run outside the request: a model call they make
-                # is its own (``llm_base_steps`` makes ``call`` current again).
-                set_current_llm_call(None)
-                result = yield from self._llm_steps(call, request, execute, awaits)
-                # The turn's tool calls belong to this call, not to one a layer made.
-                link_model_call(c.current_runtime_context(), call.api_request_id)
-            else:  # observer only: just the base call
-                result = yield from host_call_steps(execute, request, awaits)
-        except BaseException as exc:
-            if obs is not None:
-                obs.call_finished(call, None, exc)
-            raise
-        finally:
-            reset_current_llm_call(token)
-        return obs.call_finished(call, result, None) if obs is not None else result
-
-    def _llm_steps(self, call: c.CallInfo, request: Any, execute: Callable[[Any], Any],
-                   awaits: bool) -> Steps[Any]:
-        """The request stage, ``pre_api_request``, the execution chain around the base
-        call, ``post_api_request`` | ``api_request_error``."""
-        obs, failures = self.observer, self.failures
-        mw, hk = self.registry.tables()
-        original, kw, hooked = self._llm_prepare(call, request, hk)
-        effective = original
-        if mw[c.LLM_REQUEST]:
-            effective = yield from own_driver(awaits, rewrite_steps, c.LLM_REQUEST,
-                                              mw[c.LLM_REQUEST], call, original, original,
-                                              kw, obs, failures, awaits)
-            if effective is not original:
-                call.request_sent(effective)
-                if obs is not None:
-                    obs.request_rewritten(call, effective)
-        payload = self._api_payload(call, kw, effective, time.time()) if hooked else None
-        if payload is not None:
-            yield from hook_steps(hk[c.PRE_API_REQUEST], call, c.PRE_API_REQUEST, payload,
-                                  obs, failures, None, awaits)
-        layers = mw[c.LLM_EXECUTION]
-        try:
-            if layers:
-                terminal = partial(adrive if awaits else drive, llm_base_steps, execute,
-                                   request, original, call, obs, awaits)
-                result = yield from execution_steps(
-                    layers, call, "request", effective, _execution_kwargs(kw, original, call),
-                    terminal, obs, failures, awaits)
-            else:
-                result = yield from llm_base_steps(execute, request, original, call, obs,
-                                                   awaits, effective)
-        except Exception as exc:
-            if payload is not None:
-                yield from hook_steps(hk[c.API_REQUEST_ERROR], call, c.API_REQUEST_ERROR,
-                                      self._error_payload(payload, exc), obs, failures, None,
-                                      awaits)
-            raise
-        if payload is not None:
-            yield from hook_steps(hk[c.POST_API_REQUEST], call, c.POST_API_REQUEST,
-                                  self._response_payload(payload, result), obs, failures,
-                                  None, awaits)
-        return result
 
     def _llm_prepare(self, call: c.CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
                      ) -> tuple[Any, dict[str, Any], bool]:
@@ -272,70 +190,6 @@ class LLMCalls:
 # --------------------------------------------------------------------------------------
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
-
-
-@exported_from("otelmw.tool_calls")
-class ToolArgumentsError(ValueError):
-    """Tool arguments that are not a JSON object (or malformed JSON)."""
-
-
-def parse_arguments(args: Any) -> dict[str, Any]:
-    """Coerce model-provided tool arguments to a dict (JSON strings included)."""
-    # Identity and type checks only: a model's or host's value may compare
-    # element-wise (a pandas object: ``args == ""`` is a Series, ``bool()`` raises).
-    if isinstance(args, dict):
-        return args
-    if args is None:
-        return {}
-    if isinstance(args, bytes | bytearray):
-        args = bytes(args).decode("utf-8", errors="replace")
-    if isinstance(args, str):
-        args = str.__str__(args)  # a plain str, whatever a subclass overrides
-        if not args:
-            return {}
-        try:
-            value = json.loads(args)
-        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep JSON
-            raise ToolArgumentsError(f"tool arguments are not valid JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ToolArgumentsError(
-                f"tool arguments must be a JSON object, got {type(value).__name__}")
-        return value
-    try:
-        return dict(args)
-    except Exception:  # not a mapping, or one whose keys()/[] raise
-        raise ToolArgumentsError(
-            f"tool arguments must be a mapping or JSON object string, got {type(args).__name__}"
-        ) from None
-
-
-
-# Metadata mark on a result a ``pre_tool_call`` block directive produced, so memory
-# adapters (which get only the NormalizedToolResult) can tell it apart.
-BLOCKED_KEY = "otelmw.blocked"
-
-
-def _hook_points_wanted(hk: dict[str, tuple[Layer, ...]], obs: PipelineObserver | None
-                        ) -> tuple[bool, bool]:
-    """Whether the ``pre_tool_call`` and the ``post_tool_call``/``transform_tool_result``
-    payloads are built: the hook point has callbacks, or hook events are ``all``."""
-    every = all_hook_events(obs)
-    return (every or bool(hk[c.PRE_TOOL_CALL]),
-            every or bool(hk[c.POST_TOOL_CALL] or hk[c.TRANSFORM_TOOL_RESULT]))
-
-
-def _blocked(message: str) -> NormalizedToolResult:
-    """A call stopped by a ``pre_tool_call`` block directive."""
-    return NormalizedToolResult(content=message, success=False, error_message=message,
-                                metadata={BLOCKED_KEY: True})
-
-
-class _RefusedArguments(NamedTuple):
-    """A call whose arguments did not parse: the tool did not run."""
-
-    model_result: Any
-    normalized: NormalizedToolResult
-    payload: dict[str, Any]  # of ``post_tool_call``
 
 
 class ToolCalls:
@@ -374,8 +228,7 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        return drive(finished_steps, self.observer, call,
-                     self._tool_steps(call, args, execute, raise_errors, False))
+        return calls_sync.tool_call(self, call, args, execute, raise_errors)
 
     def _opened_tool_call(self, call: c.CallInfo | None, tool_name: str, args: Any,
                           tool_call_id: str | None, runtime_id: str | None,
@@ -466,73 +319,13 @@ class ToolCalls:
             self.observer.tool_result(call, normalized, status)
         return normalized.content if status == "blocked" else normalized.model_text()
 
-    def _tool_steps(self, call: c.CallInfo, args: Any, execute: Callable[[Any], Any],
-                    raise_errors: bool, awaits: bool) -> Steps[Any]:
-        """Parse, the request stage, ``pre_tool_call`` (block), the execution chain
-        around the tool, normalize, ``post_tool_call``, memory, ``transform_tool_result``."""
-        mw, hk = self.registry.tables()
-        obs, failures = self.observer, self.failures
-        try:
-            parsed, original, kw = self._tool_prepare(call, args)
-        except ToolArgumentsError as exc:
-            refused = self._bad_arguments(call, args, exc)
-            yield from hook_steps(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL,
-                                  refused.payload, obs, failures, None, awaits)
-            self._record_memory(call, refused.normalized)
-            if raise_errors:
-                raise
-            return refused.model_result
-        pre_hooked, post_hooked = _hook_points_wanted(hk, obs)
-        effective = original
-        if mw[c.TOOL_REQUEST]:
-            effective = yield from own_driver(awaits, rewrite_steps, c.TOOL_REQUEST,
-                                              mw[c.TOOL_REQUEST], call, original, original,
-                                              kw, obs, failures, awaits)
-        blocked = None
-        if pre_hooked:
-            blocked = first((yield from hook_steps(
-                hk[c.PRE_TOOL_CALL], call, c.PRE_TOOL_CALL,
-                self._pre_payload(call, kw, effective), obs, failures, block_message, awaits)))
-        if blocked is not None:
-            normalized, status, error = _blocked(blocked), "blocked", None
-        else:
-            elapsed = [0.0]  # execution_time_ms: the base call only
-            in_flight = ToolInFlight(call, obs)
-            layers = mw[c.TOOL_EXECUTION]
-            try:
-                if layers:
-                    terminal = partial(adrive if awaits else drive, tool_base_steps, execute,
-                                       parsed, original, elapsed, in_flight, awaits)
-                    raw = yield from execution_steps(
-                        layers, call, "args", effective, {**kw, "original_args": original},
-                        terminal, obs, failures, awaits)
-                else:
-                    raw = yield from tool_base_steps(execute, parsed, original, elapsed,
-                                                     in_flight, awaits, effective)
-            except Exception as exc:
-                normalized, status, error = self._outcome(call, None, exc, elapsed[0])
-            else:
-                normalized, status, error = self._outcome(call, raw, None, elapsed[0])
-        model_result = self._finish_tool(call, normalized, status)
-        payload: dict[str, Any] | None = None
-        if post_hooked:
-            payload = self._post_payload(call, kw, effective, model_result, normalized, status)
-            yield from hook_steps(hk[c.POST_TOOL_CALL], call, c.POST_TOOL_CALL, payload, obs,
-                                  failures, None, awaits)
-        self._record_memory(call, normalized)
-        transformed = None if payload is None else first((yield from hook_steps(
-            hk[c.TRANSFORM_TOOL_RESULT], call, c.TRANSFORM_TOOL_RESULT, payload, obs,
-            failures, plain_string, awaits)))
-        if error is not None and raise_errors:
-            raise error
-        return transformed if transformed is not None else model_result
 
     def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError
-                       ) -> _RefusedArguments:
+                       ) -> RefusedArguments:
         """Unparseable arguments: the tool does not run."""
         normalized = failure_from_exception(exc, 0.0)
         model_result = self._finish_tool(call, normalized, "error")
-        return _RefusedArguments(model_result, normalized, self._post_payload(
+        return RefusedArguments(model_result, normalized, self._post_payload(
             call, call.as_kwargs(), args, model_result, normalized, "error"))
 
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
@@ -551,8 +344,7 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        return await adrive(finished_steps, self.observer, call,
-                            self._tool_steps(call, args, execute, raise_errors, True))
+        return await calls_async.tool_call(self, call, args, execute, raise_errors)
 
 
 # --------------------------------------------------------------------------------------
@@ -585,7 +377,7 @@ class EmbeddingCalls:
             return execute(request)
         call = self._embeddings_call(request, provider, (server_address, server_port))
         call.observation = obs.call_started(call, request)
-        return drive(finished_steps, obs, call, host_call_steps(execute, request, False))
+        return calls_sync.observed_call(obs, call, request, execute)
 
     async def arun_embeddings(self, request: Any, execute: Callable[[Any], Any], *,
                               provider: str | None = None, server_address: str | None = None,
@@ -597,7 +389,7 @@ class EmbeddingCalls:
             return await r if isawaitable(r) else r
         call = self._embeddings_call(request, provider, (server_address, server_port))
         call.observation = obs.call_started(call, request)
-        return await adrive(finished_steps, obs, call, host_call_steps(execute, request, True))
+        return await calls_async.observed_call(obs, call, request, execute)
 
 
 # --------------------------------------------------------------------------------------

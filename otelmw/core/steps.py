@@ -1,31 +1,12 @@
-"""A call's steps: the contract's stages — the request stage (``llm_request`` /
-``tool_request``), the hook points, the execution chain (``llm_execution`` /
-``tool_execution``) — and the base call at the chain's end, each written once as a
-generator, and the step machine that runs them: a synchronous driver (``drive``) or an
-asynchronous one (``adrive``). In code order: the step machine, the request stage,
-the hook points, the execution chain, the base calls.
-
-A step generator does its work itself and hands the driver only what differs
-between a synchronous and an asynchronous call, by yielding it:
-
-* an ``Invoke`` (``(callback, kwargs)``): call ``callback(**kwargs)`` and send back
-  what it returned (or throw in what it raised). The execution chain yields its
-  callbacks instead of calling them so that, while a callback runs, no generator
-  frame is on the stack: each layer costs two frames (the callback and the driver
-  of the layer below), as a hand-written chain's would.
-* an awaitable: ``adrive`` awaits it and sends back its result (or throws in what it
-  raised). Steps yield one only when ``awaits`` is true (they run under ``adrive``);
-  in a synchronous call each await point says itself what an awaitable means there
-  (refused, counted, or handed back as a value), so ``drive`` never sees one.
-
-A step whose ``except`` clauses look at what was thrown in (the execution chain's
-levels, the request stage) runs under a driver of its own rather than by ``yield
-from`` (``own_driver``): delegation closes the innermost generator on a
-``GeneratorExit`` instead of throwing the raised one in.
-
-Everything between two await points — the contract's rules, the bookkeeping, the
-observer calls — exists once; that the two drivers differ only where one awaits is
-what ``drive`` and ``adrive`` are.
+"""The contract's rules that a call's stages share whether the call is synchronous or
+asynchronous: what a request callback's return or failure does to the payload, the
+trace and the observer (``RewriteStep``); what a hook point keeps of its callbacks'
+returns (``Firing``, ``block_message``, ``plain_string``); the execution chain's
+bookkeeping (``ExecutionChain``, ``Frame``, ``on_raise``, the stack check); the base
+call's payload and the tool call in flight; a tool call's arguments. The stages
+themselves, which await, are written once in ``calls_async.py`` (``calls_sync.py`` is
+generated from it). In code order: awaitables, the request stage, the hook points,
+the execution chain, the base calls, a tool call's arguments.
 """
 
 from __future__ import annotations
@@ -33,21 +14,17 @@ from __future__ import annotations
 import contextvars
 import difflib
 import inspect
+import json
 import sys
-from collections.abc import Callable, Generator
-from functools import partial
-from time import perf_counter
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn, Protocol
 
-from . import contract as c
-from . import seam as o
 from .contract import (
-    ORIGINAL_KEY,
-    PAYLOAD_KEY,
+    POST_TOOL_CALL,
+    PRE_TOOL_CALL,
+    TRANSFORM_TOOL_RESULT,
     CallInfo,
     make_trace_entry,
-    reset_current_llm_call,
-    set_current_llm_call,
 )
 from .failures import (
     HOOK,
@@ -61,86 +38,21 @@ from .failures import (
     signature_mismatch_hint,
 )
 from .payloads import FrozenDict, changed_keys, freeze, thaw, thaw_rewrite
-from .registry import Layer
-from .seam import PipelineObserver
+from .registry import Layer, LayerRegistry
+from .results import NormalizedToolResult
+from .seam import (
+    ERROR,
+    FAILED,
+    FAILED_AFTER_NEXT,
+    FAILED_BEFORE_NEXT,
+    REWRITTEN,
+    UNCHANGED,
+    PipelineObserver,
+)
 
-T = TypeVar("T")
-
-# What a step generator yields (an ``Invoke`` or, under ``adrive``, an awaitable),
-# what it is sent back, and what it returns.
-Steps = Generator[Any, Any, T]
-Invoke = tuple[Callable[..., Any], dict[str, Any]]
-
-
-def drive(steps: Callable[..., Steps[T]], *args: Any) -> T:
-    """Run ``steps(*args)`` in a synchronous call: perform each ``Invoke`` it yields."""
-    gen = steps(*args)
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = gen.send(value) if error is None else gen.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        try:
-            value = effect[0](**effect[1])
-        except BaseException as exc:  # thrown in at the yield, outside this handler
-            value, error = None, exc
-
-
-async def adrive(steps: Callable[..., Steps[T]], *args: Any) -> T:
-    """Run ``steps(*args)`` in an asynchronous call: perform each ``Invoke`` it
-    yields, await each awaitable."""
-    gen = steps(*args)
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = gen.send(value) if error is None else gen.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        try:
-            if type(effect) is tuple:
-                value = effect[0](**effect[1])
-            else:
-                value = await effect
-        except BaseException as exc:  # thrown in at the yield, outside this handler
-            value, error = None, exc
-
-
-def host_call_steps(execute: Callable[[Any], Any], payload: Any, awaits: bool) -> Steps[Any]:
-    """``execute(payload)``, the host's own call; awaited in an asynchronous call when
-    it returns an awaitable (in a synchronous one, whatever it returns is the result)."""
-    r = execute(payload)
-    if awaits and hasattr(type(r), "__await__"):  # looked up on the type, as ``await`` does
-        r = yield r
-    return r
-
-
-def own_driver(awaits: bool, steps: Callable[..., Steps[T]], *args: Any) -> Steps[T]:
-    """``yield from own_driver(awaits, steps, ...)``: ``steps`` with a driver of its own
-    in an asynchronous call. For steps that catch what an await raises: ``yield from``
-    delegation would close them instead of throwing a ``GeneratorExit`` in (they would
-    see a new one, not the one raised). A synchronous call throws nothing in."""
-    if awaits:
-        return (yield adrive(steps, *args))  # type: ignore[no-any-return]
-    return (yield from steps(*args))
-
-
-def finished_steps(obs: PipelineObserver | None, call: c.CallInfo,
-                   steps: Steps[Any]) -> Steps[Any]:
-    """Run a call's ``steps``; the observer hears how the call left the pipeline and
-    hands back the result (it may wrap a stream)."""
-    try:
-        result = yield from steps
-    except BaseException as exc:
-        if obs is not None:
-            obs.call_finished(call, None, exc)
-        raise
-    return obs.call_finished(call, result, None) if obs is not None else result
-
+# --------------------------------------------------------------------------------------
+# Awaitables
+# --------------------------------------------------------------------------------------
 
 def isawaitable(value: Any) -> bool:
     # Looked up on the type, as ``await`` does: an object whose attribute
@@ -159,11 +71,19 @@ def discard_awaitable(value: Any) -> None:
         pass
 
 
+ASYNC_REQUEST_MIDDLEWARE = "async request middleware cannot run in a synchronous call"
+ASYNC_EXECUTION_MIDDLEWARE = "async execution middleware cannot run in a synchronous call"
+
+
+def refuse_awaitable(value: Any, message: str) -> NoReturn:
+    """A middleware callback returned an awaitable into a synchronous call: it is
+    closed unrun and the callback fails (``message``)."""
+    discard_awaitable(value)
+    raise AsyncMiddlewareInSyncCallError(message)
+
+
 # --------------------------------------------------------------------------------------
-# The request stage
-#
-# The request-rewrite stage (``llm_request``/``tool_request``), one definition for sync
-# and async calls (run by ``drive``/``adrive`` above).
+# The request stage (``llm_request``/``tool_request``; run by ``request_stage``)
 #
 # Rules (from the plugin-middleware contract, tightened):
 #
@@ -175,7 +95,7 @@ def discard_awaitable(value: Any) -> None:
 # --------------------------------------------------------------------------------------
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
-_NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
+NO_KEYS: list[str] = []  # changed keys of an unchanged rewrite (never mutated)
 
 
 def _check_rewrite(kind: str, key: str, ret: Any) -> str | None:
@@ -215,9 +135,9 @@ class RewriteStep:
             kind, key, call, current, kw, obs, failures)
 
     def finish(self, layer: Layer, token: Any, ret: Any, exc: BaseException | None) -> None:
-        outcome, keys, source, reason = o.UNCHANGED, _NO_KEYS, None, None
+        outcome, keys, source, reason = UNCHANGED, NO_KEYS, None, None
         if exc is not None:
-            outcome = o.FAILED
+            outcome = FAILED
             record_middleware_failure(
                 self.failures, layer, "raise", exc, "request middleware raised", self.kw)
         elif ret is not None:
@@ -229,13 +149,13 @@ class RewriteStep:
             except Exception as e:  # a key whose __eq__/__hash__/__str__ raises
                 problem = f"unusable return value: {describe(e)}"
             if problem is not None:
-                outcome = o.FAILED
+                outcome = FAILED
                 record_middleware_failure(
                     self.failures, layer, "shape", None, f"bad return shape: {problem}")
             else:
                 keys = changed_keys(self.current, new)
                 self.current = self.kw[self.key] = new
-                outcome = o.REWRITTEN
+                outcome = REWRITTEN
                 self.call.middleware_trace.append(
                     make_trace_entry(self.kind, layer.name, layer.plugin, source, reason))
         if self.obs is not None:
@@ -243,49 +163,12 @@ class RewriteStep:
                                       self.current)
 
 
-def _interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
+def interrupted(obs: PipelineObserver | None, call: CallInfo, token: Any,
                  exc: BaseException) -> None:
     """A request callback raised a BaseException (interrupt, exit, cancellation):
     not a middleware failure, it propagates; the layer's span still ends."""
     if obs is not None:
-        obs.rewrite_finished(call, token, o.ERROR, _NO_KEYS, None, None, exc)
-
-
-def rewrite_steps(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                  original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
-                  failures: FailureLog, awaits: bool) -> Steps[Any]:
-    """Apply request middleware; returns the effective (frozen) payload. ``call_kw``: the
-    call's own kwargs (not changed here); the stage's kwargs are a dict of its own, with
-    the payload keys (each callee gets a copy). In an asynchronous call (``awaits``) a
-    callback may be ``async def``."""
-    key = PAYLOAD_KEY[kind]
-    kw = {**call_kw, ORIGINAL_KEY[key]: original, key: payload}
-    step: RewriteStep | None = None
-    for pos, layer in enumerate(layers):
-        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
-        err: BaseException | None = None
-        try:
-            ret = layer.callback(**kw)
-            if ret is not None and inspect.isawaitable(ret):
-                if awaits:
-                    ret = yield ret
-                else:
-                    discard_awaitable(ret)
-                    raise AsyncMiddlewareInSyncCallError(
-                        "async request middleware cannot run in a synchronous call")
-        except Exception as exc:
-            ret, err = None, exc
-        except BaseException as exc:  # interrupt, exit, cancellation: propagate, end the span
-            _interrupted(obs, call, token, exc)
-            raise
-        if ret is None and err is None:  # unchanged: only the observer needs to hear it
-            if obs is not None:
-                obs.rewrite_finished(call, token, o.UNCHANGED, _NO_KEYS, None, None, None)
-            continue
-        if step is None:
-            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
-        step.finish(layer, token, ret, err)
-    return payload if step is None else step.current
+        obs.rewrite_finished(call, token, ERROR, NO_KEYS, None, None, exc)
 
 
 # --------------------------------------------------------------------------------------
@@ -328,7 +211,7 @@ def all_hook_events(obs: PipelineObserver | None) -> bool:
     return obs is not None and obs.hook_events == "all"
 
 
-class _Firing:
+class Firing:
     """One hook point's firing: the values kept and the callbacks that failed."""
 
     __slots__ = ("failed", "failures", "payload", "pick", "results")
@@ -342,19 +225,6 @@ class _Firing:
     def failed_with(self, layer: Layer, message: str, exc: BaseException | None) -> None:
         self.failed += 1
         _record(self.failures, layer, message, exc, self.payload)
-
-    def steps(self, layer: Layer, awaits: bool) -> Steps[None]:
-        """Run one callback; in an asynchronous call (``awaits``) it may be ``async def``
-        (in a synchronous one, ``take`` refuses an awaitable it returns)."""
-        try:
-            ret = layer.callback(**self.payload)
-            if awaits and inspect.isawaitable(ret):
-                ret = yield ret
-        except Exception as exc:
-            self.failed_with(layer, "hook raised", exc)
-            return
-        if ret is not None:
-            self.take(layer, ret, not awaits)
 
     def take(self, layer: Layer, ret: Any, in_sync_call: bool) -> None:
         """What a callback returned (not None): kept if the hook point accepts it.
@@ -381,26 +251,12 @@ class _Firing:
         return self.results
 
 
-def _no_callbacks(obs: PipelineObserver | None, call: CallInfo, hook_name: str,
+def no_callbacks(obs: PipelineObserver | None, call: CallInfo, hook_name: str,
                   payload: dict[str, Any]) -> list[Any]:
     """A hook point without callbacks: heard of only with hook events ``all``."""
     if _emit(obs, ()):
         obs.hook_fired(call, hook_name, payload, 0)  # type: ignore[union-attr]
     return _NO_RESULTS
-
-
-def hook_steps(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
-               payload: dict[str, Any], obs: PipelineObserver | None, failures: FailureLog,
-               pick: Pick | None, awaits: bool) -> Steps[list[Any]]:
-    """Call every hook for ``hook_name``; return their non-None results in order
-    (``pick(result)`` of each, when given: what the hook point accepts, or None). In an
-    asynchronous call (``awaits``) a callback may be ``async def``."""
-    if not layers:
-        return _no_callbacks(obs, call, hook_name, payload)
-    firing = _Firing(failures, payload, pick)
-    for layer in layers:
-        yield from firing.steps(layer, awaits)
-    return firing.done(obs, call, hook_name, layers)
 
 
 Pick = Callable[[Any], Any]
@@ -449,8 +305,8 @@ def first(results: list[Any]) -> Any:
 # --------------------------------------------------------------------------------------
 # The execution chain
 #
-# The nested execution chain (``llm_execution``/``tool_execution``), one definition for
-# sync and async calls (run by ``drive``/``adrive`` above).
+# The nested execution chain (``llm_execution``/``tool_execution``; run by
+# ``execution_chain``).
 #
 # Rules (from the plugin-middleware contract, tightened):
 #
@@ -467,10 +323,10 @@ class NextCallReusedError(RuntimeError):
 
 
 # Per-frame state of next_call: 0 not called, 1 running, 2 returned, 3 raised.
-_NOT_CALLED, _RUNNING, _RETURNED, _RAISED = 0, 1, 2, 3
+NOT_CALLED, RUNNING, RETURNED, RAISED = 0, 1, 2, 3
 
 
-class _Frame:
+class Frame:
     """State of one layer's ``next_call`` (and of the base call). Made per layer
     per call without an ``__init__``: ``state`` is set by whoever makes one;
     ``result``/``error``/``pending`` only with the state that says they are."""
@@ -482,35 +338,35 @@ class _Frame:
     pending: Any  # async: the coroutine next_call handed out
 
 
-def _reused(layer: Layer) -> NextCallReusedError:
+def reused(layer: Layer) -> NextCallReusedError:
     return NextCallReusedError(
         f"middleware {layer.name!r} called next_call() more than once; "
         "execution middleware may call it at most once")
 
 
-def _on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog,
+def on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog,
               kw: dict[str, Any]) -> str:
     """Classify an exception raised by an execution callback. Returns the outcome."""
-    if state in (_RAISED, _RUNNING):
-        return o.ERROR
+    if state in (RAISED, RUNNING):
+        return ERROR
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: never swallowed
-        return o.ERROR
-    if state == _RETURNED:
+        return ERROR
+    if state == RETURNED:
         record_middleware_failure(
             failures, layer, "after", exc, "execution middleware raised after next_call")
-        return o.FAILED_AFTER_NEXT
+        return FAILED_AFTER_NEXT
     if isinstance(exc, RecursionError):  # the stack ran out: unwind to run_execution
-        return o.ERROR
+        return ERROR
     record_middleware_failure(
         failures, layer, "before", exc, "execution middleware raised before next_call", kw)
-    return o.FAILED_BEFORE_NEXT
+    return FAILED_BEFORE_NEXT
 
 
 # Stack use. Each layer costs two Python frames (the callback and the driver of
 # the ``next_call`` that runs the layers below it, skipped ones in a loop). Chains
 # longer than this are checked against the room left on the stack first.
 _FRAMES_PER_LAYER = 2
-_UNCHECKED_LAYERS = 32
+UNCHECKED_LAYERS = 32
 # Frames kept free under the innermost layer: its span, the base call and
 # whatever the host's tool or provider call needs.
 _STACK_RESERVE = 150
@@ -524,11 +380,11 @@ def _stack_depth() -> int:
     return depth
 
 
-def _layers_that_fit(layers: tuple[Layer, ...], failures: FailureLog) -> int:
+def layers_that_fit(layers: tuple[Layer, ...], failures: FailureLog) -> int:
     """How many layers run: all, unless the chain is longer than the stack has
     room for here; then the innermost ones are skipped (counted, warned once)."""
     n = len(layers)
-    if n <= _UNCHECKED_LAYERS:
+    if n <= UNCHECKED_LAYERS:
         return n
     room = (sys.getrecursionlimit() - _stack_depth() - _STACK_RESERVE) // _FRAMES_PER_LAYER
     if room >= n:
@@ -542,189 +398,57 @@ def _layers_that_fit(layers: tuple[Layer, ...], failures: FailureLog) -> int:
     return fit
 
 
-def _out_of_stack(layers: tuple[Layer, ...], base: _Frame, exc: RecursionError,
+def out_of_stack(layers: tuple[Layer, ...], base: Frame, exc: RecursionError,
                   failures: FailureLog) -> bool:
     """A RecursionError unwound the whole chain: whether to fail open (run the base
     call once, or keep its result) rather than hand the error to the host — the
     base call's own RecursionError is the host's."""
-    if base.state == _RUNNING or base.state == _RAISED:
+    if base.state == RUNNING or base.state == RAISED:
         return False
     failures.record(
         MIDDLEWARE, layers[0].kind, CHAIN,
         "the stack ran out inside the execution chain; "
-        + ("the base call's result was kept" if base.state == _RETURNED
+        + ("the base call's result was kept" if base.state == RETURNED
            else "the base call ran without the chain") + f": {describe(exc)}",
         exc, signature=("recursion", base.state))
     return True
 
 
-class _Chain:
-    """One run of an execution chain: what its levels share. A level runs the
-    layers below one layer (``_level``); layer ``j``'s ``next_call`` runs level
-    ``j``, driven by ``drive`` in a synchronous call and handed out as an awaitable
-    (``adrive``) in an asynchronous one. Each level has a driver of its own."""
+class ExecutionChain:
+    """One run of an execution chain: what its levels share (a level runs the layers
+    below one layer: ``calls_async._level``)."""
 
-    __slots__ = ("awaits", "base", "call", "failures", "key", "kw", "layers", "limit",
-                 "obs", "terminal")
+    __slots__ = ("layers", "shared")
 
-    def __init__(self, layers: tuple[Layer, ...], limit: int, call: CallInfo, key: str,
-                 kw: dict[str, Any], terminal: Callable[[Any], Any],
-                 obs: PipelineObserver | None, failures: FailureLog, awaits: bool) -> None:
-        self.layers, self.limit, self.call, self.key, self.kw = layers, limit, call, key, kw
-        self.terminal, self.obs, self.failures, self.awaits = terminal, obs, failures, awaits
-        self.base = _Frame()  # the base call's state (for the out-of-stack fallback)
-        self.base.state = _NOT_CALLED
+    def __init__(self, layers: tuple[Layer, ...], kw: dict[str, Any], key: str,
+                 obs: PipelineObserver | None, call: CallInfo, failures: FailureLog,
+                 limit: int, terminal: Callable[[Any], Any], base: Frame) -> None:
+        self.layers = layers
+        # Everything a level reads, unpacked by it in one step (a tuple's unpacking costs
+        # less than nine attribute loads per layer: benchmark 2). ``_level`` unpacks it
+        # into these names, in this order (tests/test_core_unasync.py checks both).
+        self.shared = (layers, kw, key, obs, call, failures, limit, terminal, base)
 
 
-def _claim(chain: _Chain, i: int, frame: _Frame) -> None:
+def claim(chain: ExecutionChain, i: int, frame: Frame) -> None:
     """Layer ``i``'s ``next_call`` is single use."""
-    if frame.state != _NOT_CALLED:
-        raise _reused(chain.layers[i])
-    frame.state = _RUNNING
+    if frame.state != NOT_CALLED:
+        raise reused(chain.layers[i])
+    frame.state = RUNNING
 
 
-def _hand_out(chain: _Chain, i: int, p: Any, frame: _Frame, next_payload: Any = None) -> Any:
-    """Layer ``i``'s ``next_call`` in an asynchronous call: the awaitable of level ``i``."""
-    _claim(chain, i, frame)
-    frame.pending = adrive(_level, chain, i, p if next_payload is None else next_payload,
-                           frame, _CLAIMED)
-    return frame.pending
+CLAIMED: Any = object()  # a level's ``next_payload`` when its next_call was claimed
 
 
-_CLAIMED: Any = object()  # ``_level``'s ``next_payload`` when its next_call was claimed
-
-
-def _never_awaited(frame: _Frame) -> bool:
+def never_awaited(frame: Frame) -> bool:
     """An asynchronous ``next_call`` was called but its awaitable was dropped unstarted:
     closed, the layer below never ran (as if ``next_call`` was never called)."""
-    if frame.state == _RUNNING and inspect.getcoroutinestate(
+    if frame.state == RUNNING and inspect.getcoroutinestate(
             frame.pending) == inspect.CORO_CREATED:
         frame.pending.close()
-        frame.state = _NOT_CALLED
+        frame.state = NOT_CALLED
         return True
     return False
-
-
-def _level(chain: _Chain, i: int, q: Any, frame: _Frame,
-           next_payload: Any = None) -> Steps[Any]:
-    """Run the layers below layer ``i`` on ``q`` (skipped ones in a loop); ``frame``
-    records how it ended. Each layer's callback is yielded to the driver: while it
-    runs, this generator is suspended, not on the stack. ``next_payload``: what a
-    synchronous ``next_call`` was called with (this level claims it first), or
-    ``_CLAIMED``."""
-    if next_payload is not _CLAIMED:
-        _claim(chain, i, frame)
-        if next_payload is not None:
-            q = next_payload
-    layers, kw, key, obs, call = chain.layers, chain.kw, chain.key, chain.obs, chain.call
-    failures, awaits, limit = chain.failures, chain.awaits, chain.limit
-    j = i + 1
-    try:
-        while True:
-            if j >= limit:
-                base = chain.base
-                base.state = _RUNNING
-                r = chain.terminal(q)
-                if awaits and inspect.isawaitable(r):
-                    r = yield r
-                base.state, base.result = _RETURNED, r
-                break
-            layer = layers[j]
-            inner = _Frame()
-            inner.state = _NOT_CALLED
-            kw[key] = q
-            # Synchronous: ``drive`` runs level j at once (it claims ``next_call`` first).
-            kw["next_call"] = (partial(_hand_out, chain, j, q, inner) if awaits
-                               else partial(drive, _level, chain, j, q, inner))
-            failed: BaseException | None = None
-            token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
-            try:
-                ret = yield (layer.callback, kw)
-                if not awaits:
-                    if (inner.state == _NOT_CALLED and ret is not None
-                            and inspect.isawaitable(ret)):
-                        discard_awaitable(ret)
-                        raise AsyncMiddlewareInSyncCallError(
-                            "async execution middleware cannot run in a synchronous call")
-                else:
-                    if inspect.isawaitable(ret):
-                        ret = yield ret
-                    if (ret is not None and inner.state != _NOT_CALLED
-                            and ret is inner.pending):
-                        ret = yield ret  # `return next_call(...)` from an async def
-            except BaseException as exc:
-                if awaits:
-                    _never_awaited(inner)
-                outcome = _on_raise(inner.state, layer, exc, failures, kw)
-                if obs is not None:
-                    obs.wrapper_finished(call, token, outcome, exc)
-                if outcome == o.ERROR:
-                    if not (isinstance(exc, NextCallReusedError) and inner.state == _RAISED):
-                        raise
-                    failed = inner.error  # downstream, not the reuse: re-raised below
-            else:
-                if awaits:
-                    _never_awaited(inner)  # discarded without awaiting: short-circuit
-                if obs is not None:
-                    obs.wrapper_finished(call, token, o.PASSED if inner.state != _NOT_CALLED
-                                         else o.SHORT_CIRCUIT, None, ret)
-                r = ret
-                break
-            # Handled outside the except block so a re-raised or downstream
-            # exception does not carry this one as its __context__.
-            if failed is not None:
-                raise failed
-            if outcome == o.FAILED_AFTER_NEXT:
-                r = inner.result
-                break
-            j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
-    except BaseException as e:
-        frame.state, frame.error = _RAISED, e
-        raise
-    frame.state, frame.result = _RETURNED, r
-    return r
-
-
-def execution_steps(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
-                    chain_kw: dict[str, Any], terminal: Callable[[Any], Any],
-                    obs: PipelineObserver | None, failures: FailureLog,
-                    awaits: bool) -> Steps[Any]:
-    """Run ``terminal(payload)`` inside the nested execution chain. ``chain_kw``: the
-    chain's own kwargs, built for it by the caller; the chain sets ``key`` and
-    ``next_call`` in it per layer (``callback(**kw)`` hands each callee its own copy
-    at call time, so inner layers rebinding keys is harmless). In an
-    asynchronous call (``awaits``) callbacks may be ``async def`` and ``next_call``
-    returns an awaitable (a sync callback may simply return it); ``terminal`` may
-    return an awaitable."""
-    n = len(layers)
-    limit = n if n <= _UNCHECKED_LAYERS else _layers_that_fit(layers, failures)
-    chain = _Chain(layers, limit, call, key, chain_kw, terminal, obs, failures, awaits)
-    entry = _Frame()
-    entry.state = _NOT_CALLED
-    try:
-        # The levels are run by drivers of their own, never delegated to by ``yield
-        # from``: an exception a callback raises is thrown into its level as it is (a
-        # delegating generator would close the level instead of throwing a
-        # ``GeneratorExit`` in, and the level would see a new one).
-        if awaits:
-            return (yield adrive(_level, chain, -1, payload, entry, _CLAIMED))
-        return drive(_level, chain, -1, payload, entry, _CLAIMED)
-    except RecursionError as exc:
-        base = chain.base
-        if not _out_of_stack(layers, base, exc, failures):
-            raise
-        # Unwound: room again for the one base call (or its result, kept).
-        if base.state == _RETURNED:
-            return base.result
-        r = terminal(payload)
-        if awaits and inspect.isawaitable(r):
-            r = yield r
-        return r
-    finally:
-        # The last ``next_call`` set here is the only way back from ``kw`` to
-        # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
-        # middleware kept still works (it holds what it needs).
-        chain_kw.pop("next_call", None)
 
 
 # --------------------------------------------------------------------------------------
@@ -734,31 +458,7 @@ def execution_steps(layers: tuple[Layer, ...], call: CallInfo, key: str, payload
 # the host's function runs).
 # --------------------------------------------------------------------------------------
 
-def llm_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
-                   call: c.CallInfo, obs: PipelineObserver | None, awaits: bool,
-                   p: Any) -> Steps[Any]:
-    """The base call at the end of an LLM call's execution chain, on payload ``p``. The
-    host gets its own object back when nothing was rewritten (or a wrapper restored
-    the original), plain mutable structures otherwise. Only in here is ``call`` the
-    current LLM call (a model call a wrapper or hook makes is a call of its own, not
-    this one), and the observer hears of the request actually sent when it is not the
-    original. In an asynchronous call (``awaits``) ``execute`` may return an
-    awaitable, awaited in here."""
-    if p is not original:
-        call.request_sent(p)
-        if obs is not None:
-            obs.request_rewritten(call, p)
-    token = set_current_llm_call(call)
-    try:
-        r = execute(request if p is original else _base_payload(p, request, original))
-        if awaits and isawaitable(r):
-            r = yield r
-        return r
-    finally:
-        reset_current_llm_call(token)
-
-
-def _base_payload(p: Any, request: Any, original: Any) -> Any:
+def base_payload(p: Any, request: Any, original: Any) -> Any:
     """A rewritten payload as the base call gets it: plain mutable structures, where
     what the rewrite kept of the ``original`` (``freeze(request)``) is the host's own."""
     if isinstance(p, FrozenDict):
@@ -772,44 +472,130 @@ class ToolInFlight(NamedTuple):
     """The pipeline tool call whose base call (the tool itself) runs in this context,
     and the observer that hears of it."""
 
-    call: c.CallInfo
+    call: CallInfo
     observer: PipelineObserver | None
 
 
-_tool_in_flight: contextvars.ContextVar[ToolInFlight | None] = contextvars.ContextVar(
+TOOL_IN_FLIGHT: contextvars.ContextVar[ToolInFlight | None] = contextvars.ContextVar(
     "otelmw_tool_in_flight", default=None)
 
 
 def tool_in_flight() -> ToolInFlight | None:
     """The pipeline tool call whose tool runs in this context, if any: a nested tool
     protocol (an MCP client inside the tool) enriches it instead of opening its own."""
-    return _tool_in_flight.get()
+    return TOOL_IN_FLIGHT.get()
 
 
-def tool_base_steps(execute: Callable[[Any], Any], request: Any, original: Any,
-                    elapsed: list[float], in_flight: ToolInFlight, awaits: bool,
-                    p: Any) -> Steps[Any]:
-    """A tool call's base call (as ``llm_base_steps``) that adds its own duration to
-    ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it); in
-    an asynchronous call the await of what ``execute`` returns is part of it. Only in
-    here is the call the tool call in flight (``tool_in_flight``), and the observer hears
-    of the arguments the tool actually gets when they are not the original ones."""
-    if p is original:
-        p = request
-    else:
-        p = _base_payload(p, request, original)
-        if in_flight.observer is not None:
-            in_flight.observer.request_rewritten(in_flight.call, p)
-    token = _tool_in_flight.set(in_flight)
-    t0 = perf_counter()
-    try:
-        r = execute(p)
-        if awaits and isawaitable(r):
-            r = yield r
-        return r
-    finally:
-        elapsed[0] += perf_counter() - t0
+# --------------------------------------------------------------------------------------
+# A tool call's arguments, and what its hook points need
+# --------------------------------------------------------------------------------------
+
+@exported_from("otelmw.tool_calls")
+class ToolArgumentsError(ValueError):
+    """Tool arguments that are not a JSON object (or malformed JSON)."""
+
+
+def parse_arguments(args: Any) -> dict[str, Any]:
+    """Coerce model-provided tool arguments to a dict (JSON strings included)."""
+    # Identity and type checks only: a model's or host's value may compare
+    # element-wise (a pandas object: ``args == ""`` is a Series, ``bool()`` raises).
+    if isinstance(args, dict):
+        return args
+    if args is None:
+        return {}
+    if isinstance(args, bytes | bytearray):
+        args = bytes(args).decode("utf-8", errors="replace")
+    if isinstance(args, str):
+        args = str.__str__(args)  # a plain str, whatever a subclass overrides
+        if not args:
+            return {}
         try:
-            _tool_in_flight.reset(token)
-        except ValueError:  # reset from another context: leave it there
-            pass
+            value = json.loads(args)
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep JSON
+            raise ToolArgumentsError(f"tool arguments are not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ToolArgumentsError(
+                f"tool arguments must be a JSON object, got {type(value).__name__}")
+        return value
+    try:
+        return dict(args)
+    except Exception:  # not a mapping, or one whose keys()/[] raise
+        raise ToolArgumentsError(
+            f"tool arguments must be a mapping or JSON object string, got {type(args).__name__}"
+        ) from None
+
+
+# Metadata mark on a result a ``pre_tool_call`` block directive produced, so memory
+# adapters (which get only the NormalizedToolResult) can tell it apart.
+BLOCKED_KEY = "otelmw.blocked"
+
+
+def blocked_result(message: str) -> NormalizedToolResult:
+    """A call stopped by a ``pre_tool_call`` block directive."""
+    return NormalizedToolResult(content=message, success=False, error_message=message,
+                                metadata={BLOCKED_KEY: True})
+
+
+def hook_points_wanted(hk: dict[str, tuple[Layer, ...]], obs: PipelineObserver | None
+                       ) -> tuple[bool, bool]:
+    """Whether the ``pre_tool_call`` and the ``post_tool_call``/``transform_tool_result``
+    payloads are built: the hook point has callbacks, or hook events are ``all``."""
+    every = obs is not None and obs.hook_events == "all"  # all_hook_events, inline
+    return (every or bool(hk[PRE_TOOL_CALL]),
+            every or bool(hk[POST_TOOL_CALL] or hk[TRANSFORM_TOOL_RESULT]))
+
+
+class RefusedArguments(NamedTuple):
+    """A call whose arguments did not parse: the tool did not run."""
+
+    model_result: Any
+    normalized: NormalizedToolResult
+    payload: dict[str, Any]  # of ``post_tool_call``
+
+
+# --------------------------------------------------------------------------------------
+# What a call needs of the pipeline that runs it (``pipeline.LLMCalls``/``ToolCalls``)
+# --------------------------------------------------------------------------------------
+
+class LLMCallPipeline(Protocol):
+    registry: LayerRegistry
+    failures: FailureLog
+    observer: PipelineObserver | None
+
+    def _llm_prepare(self, call: CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
+                     ) -> tuple[Any, dict[str, Any], bool]: ...
+
+    def _api_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
+                     started: float) -> dict[str, Any]: ...
+
+    def _error_payload(self, payload: dict[str, Any], exc: BaseException
+                       ) -> dict[str, Any]: ...
+
+    def _response_payload(self, payload: dict[str, Any], result: Any) -> dict[str, Any]: ...
+
+
+class ToolCallPipeline(Protocol):
+    registry: LayerRegistry
+    failures: FailureLog
+    observer: PipelineObserver | None
+    memory_adapters: tuple[Any, ...]
+
+    def _tool_prepare(self, call: CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]: ...
+
+    def _bad_arguments(self, call: CallInfo, args: Any, exc: ToolArgumentsError
+                       ) -> RefusedArguments: ...
+
+    def _pre_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any
+                     ) -> dict[str, Any]: ...
+
+    def _outcome(self, call: CallInfo, raw: Any, error: BaseException | None,
+                 seconds: float) -> tuple[NormalizedToolResult, str, BaseException | None]: ...
+
+    def _finish_tool(self, call: CallInfo, normalized: NormalizedToolResult,
+                     status: str) -> Any: ...
+
+    def _post_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
+                      model_result: Any, normalized: NormalizedToolResult, status: str
+                      ) -> dict[str, Any]: ...
+
+    def _record_memory(self, call: CallInfo, normalized: NormalizedToolResult) -> None: ...
