@@ -7,6 +7,7 @@ observes it through ``otelmw.core.seam.PipelineObserver``.
 
 import sys as _sys
 
+from .core.calls import NextCallReusedError
 from .core.contract import (
     HOOK_NAMES,
     LLM_EXECUTION,
@@ -36,7 +37,6 @@ from .core.results import (
     get_middleware,
     register_middleware,
 )
-from .core.steps import NextCallReusedError
 from .version import __version__
 
 # The modules' homes before ``otelmw.core`` existed stay importable as the same module
@@ -45,7 +45,7 @@ from .version import __version__
 # (``core.failures.exported_from``; tests/test_public_names.py pins both).
 STABLE_MODULES = {name: f"core.{name}" for name in (
     "contract", "failures", "payloads", "pipeline", "plugins", "registry", "results")} | {
-    "chain": "core.steps", "hooks": "core.steps", "llm_calls": "core.pipeline",
+    "chain": "core.calls", "hooks": "core.calls", "llm_calls": "core.pipeline",
     "memory": "core.results", "settings": "config.settings", "tool_calls": "core.pipeline"}
 for _old, _new in STABLE_MODULES.items():
     _sys.modules[f"{__name__}.{_old}"] = globals()[_old] = _sys.modules[f"{__name__}.{_new}"]

@@ -1,4 +1,4 @@
-"""Each pipeline step is written once (``otelmw/core/calls_async.py``; ``calls_sync.py``
+"""Each pipeline step is written once (``otelmw/core/calls.py``; ``calls_sync.py``
 is generated from it): the same scripted calls, made once through ``run_*`` and once through
 ``arun_*``, export the same telemetry — spans (names, kinds, status, attributes,
 events, parents), log records and metric points, normalized for what differs between

@@ -1,4 +1,4 @@
-"""How a call runs is written once, as asynchronous code (``otelmw/core/calls_async.py``);
+"""How a call runs is written once, as asynchronous code (``otelmw/core/calls.py``);
 the synchronous calls run ``calls_sync.py``, generated from it by ``scripts/unasync.py``.
 The committed file must be exactly what the script generates, and the transformation
 does what the script says."""
@@ -40,10 +40,28 @@ def test_the_check_fails_on_a_hand_edit(tmp_path: Path, monkeypatch: pytest.Monk
     assert script.main(["--check"]) == 1
 
 
+def _generated_body(source: str) -> list[str]:
+    """What the script makes of ``source``, after its header, docstring and imports."""
+    generated = _script().unasync(source).splitlines()
+    return generated[generated.index(")") + 1:] if ")" in generated else generated
+
+
 def test_the_transformation() -> None:
-    source = '''async def run(x):
+    source = '''"""A module."""
+
+import asyncio
+
+
+LIMIT = 3
+
+
+def rule(x):
+    return x
+
+
+async def run(x):
     """Runs ``async def`` callbacks."""
-    r = await step(x)
+    r = await step(rule(x))
     # sync: r = refuse(r)
     r = await r
     # sync: -
@@ -64,42 +82,49 @@ def hand_out(a,
     return level(a, b)
 
 
-def level(a, b):
-    return a
+async def level(a, b):
+    return await a(LIMIT)
 '''
     generated = _script().unasync(source)
-    body = generated.split("\n", 2)[2]  # after the two header lines
-    assert body == '''def run(x):
-    """Runs ``async def`` callbacks."""
-    r = step(x)
-    r = refuse(r)
-    done(r, True)
-    with lock:
-        for item in r:
-            pass
-    return r
-
-
-def level(a, b):
-    return a
-'''
+    assert generated.splitlines()[:6] == [
+        "# Generated from calls.py by scripts/unasync.py: do not edit; edit that file and run",
+        "# the script (tests/test_core_unasync.py fails when the two disagree).",
+        '"""How a call runs, in a synchronous call: generated from calls.py, the one '
+        'definition', "(its docstring says how).", '"""', ""]
+    # the imports are copied; what never awaits is imported from the source, not copied
+    # (only what the synchronous code names: LIMIT and rule, not hand_out)
+    assert "import asyncio\nfrom .calls import (\n    LIMIT,\n    rule,\n)\n" in generated
+    assert _generated_body(source) == [
+        "", "",
+        "def run(x):",
+        '    """Runs ``async def`` callbacks."""',
+        "    r = step(rule(x))",
+        "    r = refuse(r)",
+        "    done(r, True)",
+        "    with lock:",
+        "        for item in r:",
+        "            pass",
+        "    return r",
+        "", "",
+        "def level(a, b):",
+        "    return a(LIMIT)"]
 
 
 def test_a_directive_replaces_a_whole_statement() -> None:
-    generated = _script().unasync("def f():\n    # sync: g(1)\n    g(2,\n      3)\n    h()\n")
-    assert generated.splitlines()[2:] == ["def f():", "    g(1)", "    h()"]
+    source = "async def f():\n    # sync: g(1)\n    await g(2,\n            3)\n    h()\n"
+    assert _generated_body(source)[-3:] == ["def f():", "    g(1)", "    h()"]
 
 
 def test_a_directive_without_a_statement_after_it_is_refused() -> None:
     with pytest.raises(SystemExit, match="must precede a line of code"):
-        _script().unasync("def f():\n    pass\n# sync: -\n")
+        _script().unasync("async def f():\n    await g()\n    # sync: -\n")
 
 
 def test_continuation_lines_move_left_with_their_bracket() -> None:
     source = ("async def f(a,\n            b):\n"
               "    x = await g(a,\n                b)\n"
               "    y = h(await k(\n        a))\n")
-    assert _script().unasync(source).splitlines()[2:] == [
+    assert _generated_body(source)[-6:] == [
         "def f(a,", "      b):", "    x = g(a,", "          b)",
         "    y = h(k(", "        a))"]  # a hanging indent stays
 
@@ -114,11 +139,11 @@ def test_a_level_unpacks_what_the_chain_shares_in_its_order() -> None:
         assert isinstance(node, ast.Tuple)
         return [n.id for n in node.elts if isinstance(n, ast.Name)]
 
-    steps = ast.parse((ROOT / "otelmw" / "core" / "steps.py").read_text())
+    steps = ast.parse((ROOT / "otelmw" / "core" / "calls.py").read_text())
     built = [node.value for node in ast.walk(steps) if isinstance(node, ast.Assign)
              and isinstance(node.targets[0], ast.Attribute)
              and node.targets[0].attr == "shared"]
-    calls = ast.parse((ROOT / "otelmw" / "core" / "calls_async.py").read_text())
+    calls = ast.parse((ROOT / "otelmw" / "core" / "calls.py").read_text())
     unpacked = [node.targets[0] for node in ast.walk(calls) if isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Attribute) and node.value.attr == "shared"]
     assert len(built) == 1 and len(unpacked) == 1

@@ -71,7 +71,7 @@ def violations(path: Path, source: str | None = None) -> list[str]:
 def test_the_rule_sees_what_it_forbids() -> None:
     # the check itself, on a module placed as a host package's adapter would be
     probe = PACKAGE / "instrumentation" / "somehost" / "calls.py"
-    found = violations(probe, "from ...core.steps import tool_in_flight\n"
+    found = violations(probe, "from ...core.calls import tool_in_flight\n"
                               "from ...core import contract\n"
                               "from ...core import get_pipeline, open_call\n"
                               "import otelmw.core.pipeline\n"

@@ -14,7 +14,7 @@ import pickle
 import pytest
 
 import otelmw
-from otelmw.core import failures, pipeline, steps
+from otelmw.core import calls, failures, pipeline
 from otelmw.core.failures import error_type
 
 
@@ -27,7 +27,7 @@ def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
 
 EXPORTED_ERROR_TYPES = [
     (pipeline.ToolArgumentsError("bad"), "otelmw.tool_calls.ToolArgumentsError"),
-    (steps.NextCallReusedError("twice"), "otelmw.chain.NextCallReusedError"),
+    (calls.NextCallReusedError("twice"), "otelmw.chain.NextCallReusedError"),
     (failures.AsyncMiddlewareInSyncCallError("async"),
      "otelmw.chain.AsyncMiddlewareInSyncCallError"),
 ]
@@ -47,4 +47,4 @@ def test_otelmw_exceptions_keep_their_exported_error_type(exc: Exception,
 
 def test_public_exceptions_are_the_package_level_names() -> None:
     assert otelmw.ToolArgumentsError is pipeline.ToolArgumentsError
-    assert otelmw.NextCallReusedError is steps.NextCallReusedError
+    assert otelmw.NextCallReusedError is calls.NextCallReusedError

@@ -1,29 +1,20 @@
-# Generated from calls_async.py by scripts/unasync.py: do not edit; edit that file
-# and run the script (tests/test_core_unasync.py fails when the two disagree).
-"""How a call runs: the LLM call, the tool call and the embeddings call, and the
-contract's stages they are made of — the request stage (``llm_request`` /
-``tool_request``), the hook points, the execution chain (``llm_execution`` /
-``tool_execution``) and the base call at its end — as asynchronous code.
-
-This file is the one definition. ``calls_sync.py`` is generated from it by
-``scripts/unasync.py`` (``async def`` becomes ``def``, each ``await`` goes, and a
-``# sync:`` comment says what its next line is in a synchronous call instead: another
-line, or ``-`` for none); tests/test_core_unasync.py fails when the two disagree, and
-tests/test_core_steps.py makes the same scripted calls both ways and compares what
-they export. The rules that need no (what a callback's return does to the
-payload, the trace and the observer; the chain's bookkeeping) are in ``steps.py``.
-
-In code order: the request stage, the hook points, the execution chain, the base
-calls, the LLM call, the tool call, the embeddings call.
+# Generated from calls.py by scripts/unasync.py: do not edit; edit that file and run
+# the script (tests/test_core_unasync.py fails when the two disagree).
+"""How a call runs, in a synchronous call: generated from calls.py, the one definition
+(its docstring says how).
 """
 
 from __future__ import annotations
 
+import contextvars
+import difflib
 import inspect
+import json
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 from .contract import (
     API_REQUEST_ERROR,
@@ -41,25 +32,41 @@ from .contract import (
     CallInfo,
     current_runtime_context,
     link_model_call,
+    make_trace_entry,
     reset_current_llm_call,
     set_current_llm_call,
 )
-from .failures import FailureLog
-from .registry import Layer
+from .failures import (
+    HOOK,
+    MIDDLEWARE,
+    AsyncMiddlewareInSyncCallError,
+    FailureLog,
+    describe,
+    exported_from,
+    record_middleware_failure,
+    safe_str,
+    signature_mismatch_hint,
+)
+from .payloads import FrozenDict, changed_keys, freeze, thaw, thaw_rewrite
+from .registry import Layer, LayerRegistry
+from .results import NormalizedToolResult
 from .seam import (
     ERROR,
+    FAILED,
     FAILED_AFTER_NEXT,
+    FAILED_BEFORE_NEXT,
     PASSED,
+    REWRITTEN,
     SHORT_CIRCUIT,
     UNCHANGED,
     PipelineObserver,
 )
-from .steps import (
-    ASYNC_EXECUTION_MIDDLEWARE,  # noqa: F401  (these three: calls_sync.py's)
-    ASYNC_REQUEST_MIDDLEWARE,  # noqa: F401
+from .calls import (
+    ASYNC_EXECUTION_MIDDLEWARE,
+    ASYNC_REQUEST_MIDDLEWARE,
     CLAIMED,
-    NO_KEYS,
     NOT_CALLED,
+    NO_KEYS,
     RAISED,
     RETURNED,
     RUNNING,
@@ -79,24 +86,18 @@ from .steps import (
     base_payload,
     block_message,
     blocked_result,
-    claim,
     first,
     hook_points_wanted,
     interrupted,
-    isawaitable,
     layers_that_fit,
-    never_awaited,
     no_callbacks,
     on_raise,
     out_of_stack,
     plain_string,
-    refuse_awaitable,  # noqa: F401
+    refuse_awaitable,
     reused,
 )
 
-# --------------------------------------------------------------------------------------
-# The request stage (rules in ``steps.py``: ``RewriteStep``)
-# --------------------------------------------------------------------------------------
 
 def request_stage(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
                   original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
@@ -130,10 +131,6 @@ def request_stage(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload:
     return payload if step is None else step.current
 
 
-# --------------------------------------------------------------------------------------
-# The hook points (rules in ``steps.py``: ``Firing``)
-# --------------------------------------------------------------------------------------
-
 def hook_point(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
                payload: dict[str, Any], obs: PipelineObserver | None,
                failures: FailureLog, pick: Pick | None) -> list[Any]:
@@ -154,16 +151,6 @@ def hook_point(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
             firing.take(layer, ret, True)
     return firing.done(obs, call, hook_name, layers)
 
-
-# --------------------------------------------------------------------------------------
-# The execution chain (rules and bookkeeping in ``steps.py``: ``ExecutionChain``)
-#
-# A level runs the layers below one layer (``_level``, skipped ones in a loop); layer
-# ``j``'s ``next_call`` runs level ``j``: at once in a synchronous call (the level
-# claims it), handed out as a coroutine in an asynchronous one (``_hand_out`` claims it
-# when called, the level runs when awaited). Each layer costs two frames: its callback
-# and the level below it.
-# --------------------------------------------------------------------------------------
 
 def _level(chain: ExecutionChain, i: int, q: Any, frame: Frame,
            next_payload: Any = None) -> Any:
@@ -256,11 +243,6 @@ def execution_chain(layers: tuple[Layer, ...], call: CallInfo, key: str, payload
         chain_kw.pop("next_call", None)
 
 
-# --------------------------------------------------------------------------------------
-# The base calls: the host's own function at the end of the execution chain, and the
-# call state set while it runs
-# --------------------------------------------------------------------------------------
-
 def host_call(execute: Callable[[Any], Any], payload: Any) -> Any:
     """``execute(payload)``, the host's own call; in an asynchronous call an awaitable
     it returns is awaited (in a synchronous one, whatever it returns is the result)."""
@@ -313,11 +295,6 @@ def tool_base_call(execute: Callable[[Any], Any], request: Any, original: Any,
         except ValueError:  # reset from another context: leave it there
             pass
 
-
-# --------------------------------------------------------------------------------------
-# The LLM call: request → ``llm_request`` → ``pre_api_request`` → ``llm_execution``
-# chain → base call → ``post_api_request`` | ``api_request_error``
-# --------------------------------------------------------------------------------------
 
 def llm_call(pipe: LLMCallPipeline, call: CallInfo, request: Any,
              execute: Callable[[Any], Any]) -> Any:
@@ -382,12 +359,6 @@ def _llm_stages(pipe: LLMCallPipeline, call: CallInfo, request: Any,
                    pipe._response_payload(payload, result), obs, failures, None)
     return result
 
-
-# --------------------------------------------------------------------------------------
-# The tool call: parse/coerce args → ``tool_request`` → ``pre_tool_call`` (block) →
-# ``tool_execution`` chain → base call → normalize → ``post_tool_call`` → memory
-# adapters → ``transform_tool_result``
-# --------------------------------------------------------------------------------------
 
 def tool_call(pipe: ToolCallPipeline, call: CallInfo, args: Any,
               execute: Callable[[Any], Any], raise_errors: bool) -> Any:
@@ -462,11 +433,6 @@ def _tool_stages(pipe: ToolCallPipeline, call: CallInfo, args: Any,
         raise error
     return transformed if transformed is not None else model_result
 
-
-# --------------------------------------------------------------------------------------
-# The embeddings call: observed, never rewritten (the contract's LLM stages are for chat
-# requests)
-# --------------------------------------------------------------------------------------
 
 def observed_call(obs: PipelineObserver, call: CallInfo, request: Any,
                   execute: Callable[[Any], Any]) -> Any:

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal, TypeVar, cast
 
-from . import contract, seam, steps
+from . import calls, contract, seam
 from .contract import CallInfo
 from .failures import INSTRUMENTATION, describe
 from .payloads import changed_keys
@@ -374,7 +374,7 @@ def current_tool_call() -> HostCall | None:
     host = _current_tool_call.get()
     if host is not None:
         return host
-    running = steps.tool_in_flight()
+    running = calls.tool_in_flight()
     return None if running is None else HostCall(running.observer, running.call)
 
 

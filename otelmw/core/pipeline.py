@@ -21,8 +21,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from . import calls_async, calls_sync
+from . import calls, calls_sync
 from . import contract as c
+from .calls import (
+    BLOCKED_KEY,
+    RefusedArguments,
+    ToolArgumentsError,
+    all_hook_events,
+    isawaitable,
+    parse_arguments,
+)
 from .contract import (
     current_llm_call,
     link_model_call,
@@ -45,14 +53,6 @@ from .results import (
     passthrough_result,
 )
 from .seam import PipelineObserver
-from .steps import (
-    BLOCKED_KEY,
-    RefusedArguments,
-    ToolArgumentsError,
-    all_hook_events,
-    isawaitable,
-    parse_arguments,
-)
 
 __all__ = ["BLOCKED_KEY", "Pipeline", "ToolArgumentsError", "Turn", "current_llm_call",
            "get_pipeline", "parse_arguments"]
@@ -63,7 +63,7 @@ __all__ = ["BLOCKED_KEY", "Pipeline", "ToolArgumentsError", "Turn", "current_llm
 #
 # The LLM-call pipeline: request → ``llm_request`` → ``pre_api_request`` →
 # ``llm_execution`` chain → base call → ``post_api_request`` | ``api_request_error``,
-# one definition for sync and async calls (its stages in ``steps.py``).
+# one definition for sync and async calls (the stages in ``calls.py``).
 # --------------------------------------------------------------------------------------
 
 
@@ -154,7 +154,7 @@ class LLMCalls:
             call.request_sent(request)
             if obs is not None:
                 obs.request_rewritten(call, request)
-        return await calls_async.llm_call(self, call, request, execute)
+        return await calls.llm_call(self, call, request, execute)
 
 
     def _llm_prepare(self, call: c.CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
@@ -186,7 +186,7 @@ class LLMCalls:
 # The tool-call pipeline: parse/coerce args → ``tool_request`` → ``pre_tool_call``
 # (block) → ``tool_execution`` chain → base call → normalize → ``post_tool_call`` →
 # memory adapters → ``transform_tool_result``; one definition for sync and async calls
-# (its stages in ``steps.py``).
+# (the stages in ``calls.py``).
 # --------------------------------------------------------------------------------------
 
 _NATIVE = c.NATIVE_RUNTIME_IDS
@@ -344,7 +344,7 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        return await calls_async.tool_call(self, call, args, execute, raise_errors)
+        return await calls.tool_call(self, call, args, execute, raise_errors)
 
 
 # --------------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ class EmbeddingCalls:
             return await r if isawaitable(r) else r
         call = self._embeddings_call(request, provider, (server_address, server_port))
         call.observation = obs.call_started(call, request)
-        return await calls_async.observed_call(obs, call, request, execute)
+        return await calls.observed_call(obs, call, request, execute)
 
 
 # --------------------------------------------------------------------------------------

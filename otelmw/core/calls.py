@@ -1,12 +1,23 @@
-"""The contract's rules that a call's stages share whether the call is synchronous or
-asynchronous: what a request callback's return or failure does to the payload, the
-trace and the observer (``RewriteStep``); what a hook point keeps of its callbacks'
-returns (``Firing``, ``block_message``, ``plain_string``); the execution chain's
-bookkeeping (``ExecutionChain``, ``Frame``, ``on_raise``, the stack check); the base
-call's payload and the tool call in flight; a tool call's arguments. The stages
-themselves, which await, are written once in ``calls_async.py`` (``calls_sync.py`` is
-generated from it). In code order: awaitables, the request stage, the hook points,
-the execution chain, the base calls, a tool call's arguments.
+"""How a call runs: the LLM call, the tool call and the embeddings call, the contract's
+stages they are made of — the request stage (``llm_request`` / ``tool_request``), the
+hook points, the execution chain (``llm_execution`` / ``tool_execution``) and the base
+call at its end — and the contract's rules each stage applies.
+
+Written once, as asynchronous code: ``calls_sync.py`` is generated from this file by
+``scripts/unasync.py``. What awaits (the stages and the calls: ``async def``) is
+rewritten there as synchronous code (``async def`` becomes ``def``, each ``await``
+goes, and a ``# sync:`` comment says what its next statement is in a synchronous call
+instead: another one, or ``-`` for none); everything else — the rules: what a request
+callback's return or failure does to the payload, the trace and the observer, what a
+hook point keeps, the chain's bookkeeping, a tool call's arguments — is imported from
+here. tests/test_core_unasync.py fails when the generated file is not what the script
+makes; tests/test_core_steps.py makes the same scripted calls both ways and compares
+what they export.
+
+In code order: awaitables; the rules of the request stage, the hook points, the
+execution chain, the base calls and a tool call's arguments; what a call needs of its
+pipeline; then the stages as they run (the request stage, the hook points, the
+execution chain, the base calls) and the LLM, tool and embeddings calls.
 """
 
 from __future__ import annotations
@@ -16,15 +27,30 @@ import difflib
 import inspect
 import json
 import sys
+import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 from .contract import (
+    API_REQUEST_ERROR,
+    LLM_EXECUTION,
+    LLM_REQUEST,
+    ORIGINAL_KEY,
+    PAYLOAD_KEY,
+    POST_API_REQUEST,
     POST_TOOL_CALL,
+    PRE_API_REQUEST,
     PRE_TOOL_CALL,
+    TOOL_EXECUTION,
+    TOOL_REQUEST,
     TRANSFORM_TOOL_RESULT,
     CallInfo,
+    current_runtime_context,
+    link_model_call,
     make_trace_entry,
+    reset_current_llm_call,
+    set_current_llm_call,
 )
 from .failures import (
     HOOK,
@@ -45,7 +71,9 @@ from .seam import (
     FAILED,
     FAILED_AFTER_NEXT,
     FAILED_BEFORE_NEXT,
+    PASSED,
     REWRITTEN,
+    SHORT_CIRCUIT,
     UNCHANGED,
     PipelineObserver,
 )
@@ -362,8 +390,8 @@ def on_raise(state: int, layer: Layer, exc: BaseException, failures: FailureLog,
     return FAILED_BEFORE_NEXT
 
 
-# Stack use. Each layer costs two Python frames (the callback and the driver of
-# the ``next_call`` that runs the layers below it, skipped ones in a loop). Chains
+# Stack use. Each layer costs two Python frames (the callback and the level its
+# ``next_call`` runs, the layers below it, skipped ones in a loop). Chains
 # longer than this are checked against the room left on the stack first.
 _FRAMES_PER_LAYER = 2
 UNCHECKED_LAYERS = 32
@@ -416,7 +444,7 @@ def out_of_stack(layers: tuple[Layer, ...], base: Frame, exc: RecursionError,
 
 class ExecutionChain:
     """One run of an execution chain: what its levels share (a level runs the layers
-    below one layer: ``calls_async._level``)."""
+    below one layer: ``_level``)."""
 
     __slots__ = ("layers", "shared")
 
@@ -452,10 +480,10 @@ def never_awaited(frame: Frame) -> bool:
 
 
 # --------------------------------------------------------------------------------------
-# The base calls
+# The base calls' payload, and the tool call in flight
 #
-# The base calls at the end of the execution chains (the call state they set while
-# the host's function runs).
+# What the base call at the end of an execution chain gets, and the call state set
+# while the host's function runs.
 # --------------------------------------------------------------------------------------
 
 def base_payload(p: Any, request: Any, original: Any) -> Any:
@@ -599,3 +627,423 @@ class ToolCallPipeline(Protocol):
                       ) -> dict[str, Any]: ...
 
     def _record_memory(self, call: CallInfo, normalized: NormalizedToolResult) -> None: ...
+
+
+# --------------------------------------------------------------------------------------
+# Running the request stage (its rules: ``RewriteStep``, above)
+# --------------------------------------------------------------------------------------
+
+async def request_stage(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
+                        original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
+                        failures: FailureLog) -> Any:
+    """Apply request middleware; returns the effective (frozen) payload. ``call_kw``: the
+    call's own kwargs (not changed here); the stage's kwargs are a dict of its own, with
+    the payload keys (each callee gets a copy). In an asynchronous call a callback may be
+    ``async def``; in a synchronous one what it returns is refused."""
+    key = PAYLOAD_KEY[kind]
+    kw = {**call_kw, ORIGINAL_KEY[key]: original, key: payload}
+    step: RewriteStep | None = None
+    for pos, layer in enumerate(layers):
+        token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
+        err: BaseException | None = None
+        try:
+            ret = layer.callback(**kw)
+            if ret is not None and inspect.isawaitable(ret):
+                # sync: refuse_awaitable(ret, ASYNC_REQUEST_MIDDLEWARE)
+                ret = await ret
+        except Exception as exc:
+            ret, err = None, exc
+        except BaseException as exc:  # interrupt, exit, cancellation: propagate, end the span
+            interrupted(obs, call, token, exc)
+            raise
+        if ret is None and err is None:  # unchanged: only the observer needs to hear it
+            if obs is not None:
+                obs.rewrite_finished(call, token, UNCHANGED, NO_KEYS, None, None, None)
+            continue
+        if step is None:
+            step = RewriteStep(kind, key, call, payload, kw, obs, failures)
+        step.finish(layer, token, ret, err)
+    return payload if step is None else step.current
+
+
+# --------------------------------------------------------------------------------------
+# Firing a hook point (its rules: ``Firing``, above)
+# --------------------------------------------------------------------------------------
+
+async def hook_point(layers: tuple[Layer, ...], call: CallInfo, hook_name: str,
+                     payload: dict[str, Any], obs: PipelineObserver | None,
+                     failures: FailureLog, pick: Pick | None) -> list[Any]:
+    """Call every hook for ``hook_name``; return their non-None results in order
+    (``pick(result)`` of each, when given: what the hook point accepts, or None). In an
+    asynchronous call a callback may be ``async def``; in a synchronous one ``take``
+    refuses an awaitable it returns."""
+    if not layers:
+        return no_callbacks(obs, call, hook_name, payload)
+    firing = Firing(failures, payload, pick)
+    for layer in layers:
+        try:
+            ret = layer.callback(**payload)
+            # sync: -
+            if inspect.isawaitable(ret):
+                ret = await ret
+        except Exception as exc:
+            firing.failed_with(layer, "hook raised", exc)
+            continue
+        if ret is not None:
+            # sync: firing.take(layer, ret, True)
+            firing.take(layer, ret, False)
+    return firing.done(obs, call, hook_name, layers)
+
+
+# --------------------------------------------------------------------------------------
+# Running the execution chain (its rules and bookkeeping: ``ExecutionChain``, above)
+#
+# A level runs the layers below one layer (``_level``, skipped ones in a loop); layer
+# ``j``'s ``next_call`` runs level ``j``: at once in a synchronous call (the level
+# claims it), handed out as a coroutine in an asynchronous one (``_hand_out`` claims it
+# when called, the level runs when awaited). Each layer costs two frames: its callback
+# and the level below it.
+# --------------------------------------------------------------------------------------
+
+# sync: -
+def _hand_out(chain: ExecutionChain, i: int, p: Any, frame: Frame,
+              next_payload: Any = None) -> Any:
+    """Layer ``i``'s ``next_call`` in an asynchronous call: the coroutine of level ``i``."""
+    claim(chain, i, frame)
+    frame.pending = _level(chain, i, p if next_payload is None else next_payload,
+                           frame, CLAIMED)
+    return frame.pending
+
+
+async def _level(chain: ExecutionChain, i: int, q: Any, frame: Frame,
+                 next_payload: Any = None) -> Any:
+    """Run the layers below layer ``i`` on ``q``; ``frame`` records how it ended.
+    ``next_payload``: what a synchronous ``next_call`` was called with (claimed here),
+    or ``CLAIMED``."""
+    if next_payload is not CLAIMED:  # ``claim``, inline: a frame less per layer
+        if frame.state != NOT_CALLED:
+            raise reused(chain.layers[i])
+        frame.state = RUNNING
+        if next_payload is not None:
+            q = next_payload
+    layers, kw, key, obs, call, failures, limit, terminal, base = chain.shared
+    j = i + 1
+    try:
+        while True:
+            if j >= limit:
+                base.state = RUNNING
+                r = await terminal(q)
+                base.state, base.result = RETURNED, r
+                break
+            layer = layers[j]
+            inner = Frame()
+            inner.state = NOT_CALLED
+            kw[key] = q
+            # sync: kw["next_call"] = partial(_level, chain, j, q, inner)
+            kw["next_call"] = partial(_hand_out, chain, j, q, inner)
+            failed: BaseException | None = None
+            token = obs.wrapper_started(call, layer, j, q) if obs is not None else None
+            try:
+                ret = layer.callback(**kw)
+                # sync: if inner.state == NOT_CALLED and inspect.isawaitable(ret):
+                if inspect.isawaitable(ret):
+                    # sync: refuse_awaitable(ret, ASYNC_EXECUTION_MIDDLEWARE)
+                    ret = await ret
+                # sync: -
+                if ret is not None and inner.state != NOT_CALLED and ret is inner.pending:
+                    ret = await ret  # ``return next_call(...)`` from an async def
+            except BaseException as exc:
+                # sync: -
+                never_awaited(inner)  # handed out, never awaited: the level never ran
+                outcome = on_raise(inner.state, layer, exc, failures, kw)
+                if obs is not None:
+                    obs.wrapper_finished(call, token, outcome, exc)
+                if outcome == ERROR:
+                    if not (isinstance(exc, NextCallReusedError) and inner.state == RAISED):
+                        raise
+                    failed = inner.error  # downstream, not the reuse: re-raised below
+            else:
+                # sync: -
+                never_awaited(inner)  # discarded without awaiting: a short-circuit
+                if obs is not None:
+                    obs.wrapper_finished(call, token, PASSED if inner.state != NOT_CALLED
+                                         else SHORT_CIRCUIT, None, ret)
+                r = ret
+                break
+            # Handled outside the except block so a re-raised or downstream
+            # exception does not carry this one as its __context__.
+            if failed is not None:
+                raise failed
+            if outcome == FAILED_AFTER_NEXT:
+                r = inner.result
+                break
+            j += 1  # FAILED_BEFORE_NEXT: skip layer j, same payload
+    except BaseException as e:
+        frame.state, frame.error = RAISED, e
+        raise
+    frame.state, frame.result = RETURNED, r
+    return r
+
+
+async def execution_chain(layers: tuple[Layer, ...], call: CallInfo, key: str, payload: Any,
+                          chain_kw: dict[str, Any], terminal: Callable[[Any], Any],
+                          obs: PipelineObserver | None, failures: FailureLog) -> Any:
+    """Run ``terminal(payload)`` (a base call of this module) inside the nested execution
+    chain. ``chain_kw``: the chain's own kwargs, built for it by the caller; the chain
+    sets ``key`` and ``next_call`` in it per layer (``callback(**kw)`` hands each callee
+    its own copy at call time, so inner layers rebinding keys is harmless). In an
+    asynchronous call callbacks may be ``async def`` and ``next_call`` returns an
+    awaitable (a sync callback may simply return it)."""
+    base, entry = Frame(), Frame()
+    base.state = entry.state = NOT_CALLED
+    n = len(layers)
+    chain = ExecutionChain(layers, chain_kw, key, obs, call, failures,
+                           n if n <= UNCHECKED_LAYERS else layers_that_fit(layers, failures),
+                           terminal, base)
+    try:
+        return await _level(chain, -1, payload, entry, CLAIMED)
+    except RecursionError as exc:
+        if not out_of_stack(layers, base, exc, failures):
+            raise
+        # Unwound: room again for the one base call (or its result, kept).
+        if base.state == RETURNED:
+            return base.result
+        return await terminal(payload)
+    finally:
+        # The last ``next_call`` set here is the only way back from ``kw`` to
+        # the chain: dropping it leaves nothing cyclic. A ``next_call`` a
+        # middleware kept still works (it holds what it needs).
+        chain_kw.pop("next_call", None)
+
+
+# --------------------------------------------------------------------------------------
+# The base calls: the host's own function at the end of the execution chain, and the
+# call state set while it runs
+# --------------------------------------------------------------------------------------
+
+async def host_call(execute: Callable[[Any], Any], payload: Any) -> Any:
+    """``execute(payload)``, the host's own call; in an asynchronous call an awaitable
+    it returns is awaited (in a synchronous one, whatever it returns is the result)."""
+    r = execute(payload)
+    # sync: -
+    if isawaitable(r):
+        r = await r
+    return r
+
+
+async def llm_base_call(execute: Callable[[Any], Any], request: Any, original: Any,
+                        call: CallInfo, obs: PipelineObserver | None, p: Any) -> Any:
+    """The base call at the end of an LLM call's execution chain, on payload ``p``. The
+    host gets its own object back when nothing was rewritten (or a wrapper restored
+    the original), plain mutable structures otherwise. Only in here is ``call`` the
+    current LLM call (a model call a wrapper or hook makes is a call of its own, not
+    this one), and the observer hears of the request actually sent when it is not the
+    original."""
+    if p is not original:
+        call.request_sent(p)
+        if obs is not None:
+            obs.request_rewritten(call, p)
+    token = set_current_llm_call(call)
+    try:
+        r = execute(request if p is original else base_payload(p, request, original))
+        # sync: -
+        if isawaitable(r):
+            r = await r
+        return r
+    finally:
+        reset_current_llm_call(token)
+
+
+async def tool_base_call(execute: Callable[[Any], Any], request: Any, original: Any,
+                         elapsed: list[float], in_flight: ToolInFlight, p: Any) -> Any:
+    """A tool call's base call (as ``llm_base_call``) that adds its own duration to
+    ``elapsed[0]`` (a tool's ``execution_time_ms`` excludes middleware around it); in
+    an asynchronous call the wait for what ``execute`` returns is part of it. Only in
+    here is the call the tool call in flight (``tool_in_flight``), and the observer hears
+    of the arguments the tool actually gets when they are not the original ones."""
+    if p is original:
+        p = request
+    else:
+        p = base_payload(p, request, original)
+        if in_flight.observer is not None:
+            in_flight.observer.request_rewritten(in_flight.call, p)
+    token = TOOL_IN_FLIGHT.set(in_flight)
+    t0 = time.perf_counter()
+    try:
+        r = execute(p)
+        # sync: -
+        if isawaitable(r):
+            r = await r
+        return r
+    finally:
+        elapsed[0] += time.perf_counter() - t0
+        try:
+            TOOL_IN_FLIGHT.reset(token)
+        except ValueError:  # reset from another context: leave it there
+            pass
+
+
+# --------------------------------------------------------------------------------------
+# The LLM call: request → ``llm_request`` → ``pre_api_request`` → ``llm_execution``
+# chain → base call → ``post_api_request`` | ``api_request_error``
+# --------------------------------------------------------------------------------------
+
+async def llm_call(pipe: LLMCallPipeline, call: CallInfo, request: Any,
+                   execute: Callable[[Any], Any]) -> Any:
+    """An opened LLM call, to the observer's ``call_finished``."""
+    obs = pipe.observer
+    staged = pipe.registry.llm_active or all_hook_events(obs)
+    # Middleware and hooks run outside the request: a model call they make is its own
+    # (``llm_base_call`` makes ``call`` current).
+    token = set_current_llm_call(None if staged else call)
+    try:
+        if staged:
+            result = await _llm_stages(pipe, call, request, execute)
+            # The turn's tool calls belong to this call, not to one a layer made.
+            link_model_call(current_runtime_context(), call.api_request_id)
+        else:  # observer only: just the base call
+            result = await host_call(execute, request)
+    except BaseException as exc:
+        if obs is not None:
+            obs.call_finished(call, None, exc)
+        raise
+    finally:
+        reset_current_llm_call(token)
+    return obs.call_finished(call, result, None) if obs is not None else result
+
+
+async def _llm_stages(pipe: LLMCallPipeline, call: CallInfo, request: Any,
+                      execute: Callable[[Any], Any]) -> Any:
+    """The request stage, ``pre_api_request``, the execution chain around the base
+    call, ``post_api_request`` | ``api_request_error``."""
+    obs, failures = pipe.observer, pipe.failures
+    mw, hk = pipe.registry.tables()
+    original, kw, hooked = pipe._llm_prepare(call, request, hk)
+    effective = original
+    if mw[LLM_REQUEST]:
+        effective = await request_stage(LLM_REQUEST, mw[LLM_REQUEST], call, original,
+                                        original, kw, obs, failures)
+        if effective is not original:
+            call.request_sent(effective)
+            if obs is not None:
+                obs.request_rewritten(call, effective)
+    payload = pipe._api_payload(call, kw, effective, time.time()) if hooked else None
+    if payload is not None:
+        await hook_point(hk[PRE_API_REQUEST], call, PRE_API_REQUEST, payload, obs,
+                         failures, None)
+    layers = mw[LLM_EXECUTION]
+    try:
+        if layers:
+            chain_kw = {**kw, "original_request": original,
+                        "middleware_trace": call.trace_view()}
+            result = await execution_chain(
+                layers, call, "request", effective, chain_kw,
+                partial(llm_base_call, execute, request, original, call, obs), obs, failures)
+        else:
+            result = await llm_base_call(execute, request, original, call, obs, effective)
+    except Exception as exc:
+        if payload is not None:
+            await hook_point(hk[API_REQUEST_ERROR], call, API_REQUEST_ERROR,
+                             pipe._error_payload(payload, exc), obs, failures, None)
+        raise
+    if payload is not None:
+        await hook_point(hk[POST_API_REQUEST], call, POST_API_REQUEST,
+                         pipe._response_payload(payload, result), obs, failures, None)
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# The tool call: parse/coerce args → ``tool_request`` → ``pre_tool_call`` (block) →
+# ``tool_execution`` chain → base call → normalize → ``post_tool_call`` → memory
+# adapters → ``transform_tool_result``
+# --------------------------------------------------------------------------------------
+
+async def tool_call(pipe: ToolCallPipeline, call: CallInfo, args: Any,
+                    execute: Callable[[Any], Any], raise_errors: bool) -> Any:
+    """An opened tool call, to the observer's ``call_finished``."""
+    obs = pipe.observer
+    try:
+        result = await _tool_stages(pipe, call, args, execute, raise_errors)
+    except BaseException as exc:
+        if obs is not None:
+            obs.call_finished(call, None, exc)
+        raise
+    return obs.call_finished(call, result, None) if obs is not None else result
+
+
+async def _tool_stages(pipe: ToolCallPipeline, call: CallInfo, args: Any,
+                       execute: Callable[[Any], Any], raise_errors: bool) -> Any:
+    """Parse, the request stage, ``pre_tool_call`` (block), the execution chain
+    around the tool, normalize, ``post_tool_call``, memory, ``transform_tool_result``."""
+    mw, hk = pipe.registry.tables()
+    obs, failures = pipe.observer, pipe.failures
+    try:
+        parsed, original, kw = pipe._tool_prepare(call, args)
+    except ToolArgumentsError as exc:
+        refused = pipe._bad_arguments(call, args, exc)
+        await hook_point(hk[POST_TOOL_CALL], call, POST_TOOL_CALL, refused.payload, obs,
+                         failures, None)
+        pipe._record_memory(call, refused.normalized)
+        if raise_errors:
+            raise
+        return refused.model_result
+    pre_hooked, post_hooked = hook_points_wanted(hk, obs)
+    effective = original
+    if mw[TOOL_REQUEST]:
+        effective = await request_stage(TOOL_REQUEST, mw[TOOL_REQUEST], call, original,
+                                        original, kw, obs, failures)
+    blocked = None
+    if pre_hooked:
+        blocked = first(await hook_point(
+            hk[PRE_TOOL_CALL], call, PRE_TOOL_CALL, pipe._pre_payload(call, kw, effective),
+            obs, failures, block_message))
+    if blocked is not None:
+        normalized, status, error = blocked_result(blocked), "blocked", None
+    else:
+        elapsed = [0.0]  # execution_time_ms: the base call only
+        in_flight = ToolInFlight(call, obs)
+        layers = mw[TOOL_EXECUTION]
+        try:
+            if layers:
+                raw = await execution_chain(
+                    layers, call, "args", effective, {**kw, "original_args": original},
+                    partial(tool_base_call, execute, parsed, original, elapsed, in_flight),
+                    obs, failures)
+            else:
+                raw = await tool_base_call(execute, parsed, original, elapsed, in_flight,
+                                           effective)
+        except Exception as exc:
+            normalized, status, error = pipe._outcome(call, None, exc, elapsed[0])
+        else:
+            normalized, status, error = pipe._outcome(call, raw, None, elapsed[0])
+    model_result = pipe._finish_tool(call, normalized, status)
+    payload: dict[str, Any] | None = None
+    if post_hooked:
+        payload = pipe._post_payload(call, kw, effective, model_result, normalized, status)
+        await hook_point(hk[POST_TOOL_CALL], call, POST_TOOL_CALL, payload, obs,
+                         failures, None)
+    if pipe.memory_adapters:  # (a call the less when there are none)
+        pipe._record_memory(call, normalized)
+    transformed = None if payload is None else first(await hook_point(
+        hk[TRANSFORM_TOOL_RESULT], call, TRANSFORM_TOOL_RESULT, payload, obs, failures,
+        plain_string))
+    if error is not None and raise_errors:
+        raise error
+    return transformed if transformed is not None else model_result
+
+
+# --------------------------------------------------------------------------------------
+# The embeddings call: observed, never rewritten (the contract's LLM stages are for chat
+# requests)
+# --------------------------------------------------------------------------------------
+
+async def observed_call(obs: PipelineObserver, call: CallInfo, request: Any,
+                        execute: Callable[[Any], Any]) -> Any:
+    """An opened call the observer alone sees (an embeddings call): the host's own call,
+    to ``call_finished``."""
+    try:
+        result = await host_call(execute, request)
+    except BaseException as exc:
+        obs.call_finished(call, None, exc)
+        raise
+    return obs.call_finished(call, result, None)
