@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any
 
 from . import calls, calls_sync
-from . import contract as c
 from .calls import (
     BLOCKED_KEY,
     RefusedArguments,
@@ -32,9 +31,22 @@ from .calls import (
     parse_arguments,
 )
 from .contract import (
+    API_REQUEST_ERROR,
+    NATIVE_RUNTIME_IDS,
+    POST_API_REQUEST,
+    PRE_API_REQUEST,
+    CallInfo,
+    RuntimeContext,
+    TurnMark,
+    current_call_context,
     current_llm_call,
+    current_runtime_context,
+    derive_context,
+    enter_runtime_context,
+    leave_finished_turns,
     link_model_call,
     linked_api_request_id,
+    new_request_id,
     reset_current_llm_call,
     set_current_llm_call,
 )
@@ -78,18 +90,18 @@ class LLMCalls:
 
     def _llm_call(self, request: Any, provider: str | None, model: str | None,
                   api_mode: str | None, api_request_id: str | None,
-                  server: tuple[str | None, int | None] = (None, None)) -> c.CallInfo:
-        rc = c.leave_finished_turns()
+                  server: tuple[str | None, int | None] = (None, None)) -> CallInfo:
+        rc = leave_finished_turns()
         if model is None and isinstance(request, dict):
             m = dict.get(request, "model")  # dict's own: a subclass's .get is host code
             model = m if isinstance(m, str) else None
-        call = c.CallInfo.for_chat(
-            rc, api_request_id=api_request_id or c.new_request_id(rc.turn_id),
+        call = CallInfo.for_chat(
+            rc, api_request_id=api_request_id or new_request_id(rc.turn_id),
             provider=provider, model=model, api_mode=api_mode, server=server)
         link_model_call(rc, call.api_request_id)
         return call
 
-    def _api_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
+    def _api_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]:
         return {**kw, "request": effective, "middleware_trace": call.trace_view(),
                 "started_at": started}
@@ -98,7 +110,7 @@ class LLMCalls:
                 provider: str | None = None, model: str | None = None,
                 api_mode: str | None = None, api_request_id: str | None = None,
                 server_address: str | None = None, server_port: int | None = None,
-                call: c.CallInfo | None = None) -> Any:
+                call: CallInfo | None = None) -> Any:
         """Run one provider request through the LLM pipeline (sync).
 
         ``call``: a call a host adapter already opened (``observer.call_started``
@@ -109,7 +121,7 @@ class LLMCalls:
         if call is None:
             if obs is None and not self.registry.llm_active:  # nothing to run but the call
                 if api_request_id is not None:
-                    link_model_call(c.current_runtime_context(), api_request_id)
+                    link_model_call(current_runtime_context(), api_request_id)
                 return execute(request)
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
@@ -137,13 +149,13 @@ class LLMCalls:
                        provider: str | None = None, model: str | None = None,
                        api_mode: str | None = None, api_request_id: str | None = None,
                        server_address: str | None = None, server_port: int | None = None,
-                       call: c.CallInfo | None = None) -> Any:
+                       call: CallInfo | None = None) -> Any:
         """``run_llm`` in an async call; ``execute`` may return an awaitable."""
         obs = self.observer
         if call is None:
             if obs is None and not self.registry.llm_active:
                 if api_request_id is not None:
-                    link_model_call(c.current_runtime_context(), api_request_id)
+                    link_model_call(current_runtime_context(), api_request_id)
                 r = execute(request)
                 return await r if isawaitable(r) else r
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
@@ -157,12 +169,12 @@ class LLMCalls:
         return await calls.llm_call(self, call, request, execute)
 
 
-    def _llm_prepare(self, call: c.CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
+    def _llm_prepare(self, call: CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
                      ) -> tuple[Any, dict[str, Any], bool]:
         """(the original as middleware sees it, the call's kwargs — each stage and hook
         payload builds its own dict from them —, whether hook payloads are built)."""
-        hooked = bool(hk[c.PRE_API_REQUEST] or hk[c.POST_API_REQUEST]
-                      or hk[c.API_REQUEST_ERROR]) or all_hook_events(self.observer)
+        hooked = bool(hk[PRE_API_REQUEST] or hk[POST_API_REQUEST]
+                      or hk[API_REQUEST_ERROR]) or all_hook_events(self.observer)
         # Frozen original only when middleware can see it (hook events alone do not).
         original = freeze(request) if self.registry.llm_active else request
         return original, call.as_kwargs(), hooked
@@ -189,7 +201,7 @@ class LLMCalls:
 # (the stages in ``calls.py``).
 # --------------------------------------------------------------------------------------
 
-_NATIVE = c.NATIVE_RUNTIME_IDS
+_NATIVE = NATIVE_RUNTIME_IDS
 
 
 class ToolCalls:
@@ -209,7 +221,7 @@ class ToolCalls:
     def run_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                  tool_call_id: str | None = None, runtime_id: str | None = None,
                  raise_errors: bool = False, api_request_id: str | None = None,
-                 call: c.CallInfo | None = None) -> Any:
+                 call: CallInfo | None = None) -> Any:
         """Run one tool call; returns what the model should see.
 
         ``execute(args)`` runs the tool. A tool that raises becomes a normalized
@@ -230,16 +242,16 @@ class ToolCalls:
                 return failure_from_exception(exc, 0.0).model_text()
         return calls_sync.tool_call(self, call, args, execute, raise_errors)
 
-    def _opened_tool_call(self, call: c.CallInfo | None, tool_name: str, args: Any,
+    def _opened_tool_call(self, call: CallInfo | None, tool_name: str, args: Any,
                           tool_call_id: str | None, runtime_id: str | None,
-                          api_request_id: str | None) -> c.CallInfo | None:
+                          api_request_id: str | None) -> CallInfo | None:
         """The tool call to run through the pipeline (``call`` if the host opened it),
         or ``None`` when nothing observes or changes it and its arguments are already
         parsed: then the tool just runs."""
         if call is not None:
             return call
         if runtime_id is None:
-            runtime_id = c.current_runtime_context().runtime_id
+            runtime_id = current_runtime_context().runtime_id
         if type(args) is dict and not self._tool_active(runtime_id):
             return None
         call = self._tool_call(tool_name, tool_call_id, runtime_id, api_request_id)
@@ -248,21 +260,21 @@ class ToolCalls:
         return call
 
     def _tool_call(self, tool_name: str, tool_call_id: str | None, runtime_id: str | None,
-                   api_request_id: str | None) -> c.CallInfo:
+                   api_request_id: str | None) -> CallInfo:
         """The call's ``api_request_id``: the model call that asked for it — the host's
         word, else the latest model call of the turn (``ModelCallLink``), else a new id."""
-        rc = c.leave_finished_turns()
-        return c.CallInfo.for_tool(
+        rc = leave_finished_turns()
+        return CallInfo.for_tool(
             rc, api_request_id=(api_request_id or linked_api_request_id(rc)
-                                or c.new_request_id(rc.turn_id)),
+                                or new_request_id(rc.turn_id)),
             tool_name=tool_name, tool_call_id=tool_call_id, runtime_id=runtime_id)
 
-    def _tool_prepare(self, call: c.CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
+    def _tool_prepare(self, call: CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]:
         """(parsed args, frozen original, base kwargs) — raises ToolArgumentsError."""
         parsed = parse_arguments(args)
         return parsed, freeze(parsed), call.as_kwargs()
 
-    def _normalize(self, call: c.CallInfo, raw: Any, error: BaseException | None,
+    def _normalize(self, call: CallInfo, raw: Any, error: BaseException | None,
                    ms: float) -> NormalizedToolResult:
         if error is not None:
             return failure_from_exception(error, ms)
@@ -272,7 +284,7 @@ class ToolCalls:
         return normalize_result(self.normalizers, self.failures, raw, call.tool_name or "", ctx)
 
     @staticmethod
-    def _memory_ctx(call: c.CallInfo, ms: float) -> MiddlewareContext:
+    def _memory_ctx(call: CallInfo, ms: float) -> MiddlewareContext:
         return MiddlewareContext(
             tool_name=call.tool_name or "", runtime_id=call.runtime_id or "praisonai",
             agent_id=call.agent_name, session_id=call.session_id, execution_time_ms=ms,
@@ -280,17 +292,17 @@ class ToolCalls:
         )
 
     @staticmethod
-    def _pre_payload(call: c.CallInfo, kw: dict[str, Any], effective: Any) -> dict[str, Any]:
+    def _pre_payload(call: CallInfo, kw: dict[str, Any], effective: Any) -> dict[str, Any]:
         return {**kw, "args": effective, "middleware_trace": call.trace_view()}
 
-    def _outcome(self, call: c.CallInfo, raw: Any, error: BaseException | None,
+    def _outcome(self, call: CallInfo, raw: Any, error: BaseException | None,
                  seconds: float) -> tuple[NormalizedToolResult, str, BaseException | None]:
         """The normalized result of the base call, its status (``ok``/``error``) and
         what it raised."""
         normalized = self._normalize(call, raw, error, seconds * 1000.0)
         return normalized, "ok" if normalized.success else "error", error
 
-    def _post_payload(self, call: c.CallInfo, kw: dict[str, Any], effective: Any,
+    def _post_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
                       model_result: Any, normalized: NormalizedToolResult, status: str
                       ) -> dict[str, Any]:
         err = normalized.raw_result if isinstance(normalized.raw_result, BaseException) else None
@@ -301,7 +313,7 @@ class ToolCalls:
                 "error_message": normalized.error_message,
                 "middleware_trace": call.trace_view()}
 
-    def _record_memory(self, call: c.CallInfo, normalized: NormalizedToolResult) -> None:
+    def _record_memory(self, call: CallInfo, normalized: NormalizedToolResult) -> None:
         if not self.memory_adapters:
             return
         ctx = self._memory_ctx(call, normalized.execution_time_ms)
@@ -312,7 +324,7 @@ class ToolCalls:
                 self.failures.record(MEMORY, "record_tool_result", type(adapter).__name__,
                                      f"memory adapter raised: {describe(exc)}", exc)
 
-    def _finish_tool(self, call: c.CallInfo, normalized: NormalizedToolResult,
+    def _finish_tool(self, call: CallInfo, normalized: NormalizedToolResult,
                      status: str) -> Any:
         """Report the result to the observer; return what the model sees."""
         if self.observer is not None:
@@ -320,7 +332,7 @@ class ToolCalls:
         return normalized.content if status == "blocked" else normalized.model_text()
 
 
-    def _bad_arguments(self, call: c.CallInfo, args: Any, exc: ToolArgumentsError
+    def _bad_arguments(self, call: CallInfo, args: Any, exc: ToolArgumentsError
                        ) -> RefusedArguments:
         """Unparseable arguments: the tool does not run."""
         normalized = failure_from_exception(exc, 0.0)
@@ -331,7 +343,7 @@ class ToolCalls:
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
                         raise_errors: bool = False, api_request_id: str | None = None,
-                        call: c.CallInfo | None = None) -> Any:
+                        call: CallInfo | None = None) -> Any:
         """``run_tool`` in an async call; ``execute`` may return an awaitable.
         ``call``: an already-opened call (see ``run_llm``)."""
         call = self._opened_tool_call(call, tool_name, args, tool_call_id, runtime_id,
@@ -361,10 +373,10 @@ class EmbeddingCalls:
 
     @staticmethod
     def _embeddings_call(request: Any, provider: str | None,
-                         server: tuple[str | None, int | None]) -> c.CallInfo:
-        rc = c.leave_finished_turns()
+                         server: tuple[str | None, int | None]) -> CallInfo:
+        rc = leave_finished_turns()
         model = request.get("model") if isinstance(request, dict) else None
-        return c.CallInfo.for_embeddings(
+        return CallInfo.for_embeddings(
             rc, provider=provider, model=model if isinstance(model, str) else None,
             server=server)
 
@@ -424,11 +436,11 @@ class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
              task_id: str | None = None, turn_id: str | None = None,
              runtime_id: str | None = None) -> Turn:
         """An agent turn (``with pipeline.turn("weather-agent"): ...``)."""
-        outer = c.leave_finished_turns()
+        outer = leave_finished_turns()
         return Turn(self, {
             "agent_name": agent_name, "session_id": session_id, "task_id": task_id,
             "turn_id": turn_id or f"{session_id or outer.session_id or 'turn'}:"
-                                  f"{c.new_request_id().removeprefix('req-')}",
+                                  f"{new_request_id().removeprefix('req-')}",
             "runtime_id": runtime_id})
 
 
@@ -441,20 +453,20 @@ class Turn:
 
     def __init__(self, pipeline: Pipeline, fields: dict[str, Any]) -> None:
         self._pipeline, self.fields = pipeline, fields
-        self._mark: c.TurnMark | None = None
+        self._mark: TurnMark | None = None
         self._token: Any = None
-        self._ctx: c.RuntimeContext | None = None
+        self._ctx: RuntimeContext | None = None
         self.failed = False
 
     def mark_failed(self) -> None:
         """The host swallowed an error (e.g. returned None): the turn is an error."""
         self.failed = True
 
-    def start(self) -> c.RuntimeContext:
-        outer = c.leave_finished_turns()
-        mark = self._mark = c.TurnMark(outer)
-        self._ctx = c.derive_context(outer, self.fields, mark)
-        mark.token = c.enter_runtime_context(self._ctx)
+    def start(self) -> RuntimeContext:
+        outer = leave_finished_turns()
+        mark = self._mark = TurnMark(outer)
+        self._ctx = derive_context(outer, self.fields, mark)
+        mark.token = enter_runtime_context(self._ctx)
         obs = self._pipeline.observer
         if obs is not None:
             token = self._token = obs.turn_started(self._ctx)
@@ -475,7 +487,7 @@ class Turn:
         if obs is not None and self._token is not None:
             obs.turn_finished(self._token, error, self.failed)
         self._token = None
-        if c.current_call_context().runtime.turn is mark:  # the caller's context holds it
+        if current_call_context().runtime.turn is mark:  # the caller's context holds it
             mark.leave_runtime()
 
     def __enter__(self) -> Turn:
