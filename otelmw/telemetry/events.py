@@ -30,7 +30,17 @@ from opentelemetry.trace import set_span_in_context
 
 from ..core.contract import CallInfo
 from ..core.failures import error_type
-from . import attributes as a
+from .attributes import (
+    EV_INFERENCE_DETAILS,
+    EV_OPERATION_EXCEPTION,
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+    GEN_AI_INPUT_MESSAGES,
+    GEN_AI_OUTPUT_MESSAGES,
+    GEN_AI_SYSTEM_INSTRUCTIONS,
+    GEN_AI_TOOL_DEFINITIONS,
+)
 from .content import ContentPolicy, MessageValue
 from .messages import (
     newest_input_messages,
@@ -45,8 +55,8 @@ from .values import error_description
 
 # Span attributes that hold content (as JSON text): the event's content comes from
 # ``chat_messages`` alone, in structured form.
-_SPAN_CONTENT_KEYS = frozenset({a.GEN_AI_INPUT_MESSAGES, a.GEN_AI_OUTPUT_MESSAGES,
-                                a.GEN_AI_SYSTEM_INSTRUCTIONS, a.GEN_AI_TOOL_DEFINITIONS})
+_SPAN_CONTENT_KEYS = frozenset({GEN_AI_INPUT_MESSAGES, GEN_AI_OUTPUT_MESSAGES,
+                                GEN_AI_SYSTEM_INSTRUCTIONS, GEN_AI_TOOL_DEFINITIONS})
 
 
 class ChatMessages(NamedTuple):
@@ -127,7 +137,7 @@ class InferenceEvents:
     def details_wanted(self) -> bool:
         """Whether a chat call's inference event is to be built (event capture, and a
         log processor that wants it): the chat span collects its output then."""
-        return self.content.on_events and self._listened(a.EV_INFERENCE_DETAILS)
+        return self.content.on_events and self._listened(EV_INFERENCE_DETAILS)
 
     def chat_ended(self, call: CallInfo, op: OpState, response: Any,
                    error: BaseException | None,
@@ -151,7 +161,7 @@ class InferenceEvents:
         except Exception as exc:
             self.signals.internal_failure("chat_events", exc)
         try:
-            if error is not None and self._listened(a.EV_OPERATION_EXCEPTION):
+            if error is not None and self._listened(EV_OPERATION_EXCEPTION):
                 self._exception(op, error)
         except Exception as exc:
             self.signals.internal_failure("chat_events", exc)
@@ -167,24 +177,24 @@ class InferenceEvents:
             for key in _SPAN_CONTENT_KEYS:  # (set again below, from the structured form)
                 attrs.pop(key, None)
         # On events the conventions want these structured, not as JSON text.
-        for key, fitted in ((a.GEN_AI_SYSTEM_INSTRUCTIONS, messages.system_instructions),
-                            (a.GEN_AI_INPUT_MESSAGES, messages.input_messages),
-                            (a.GEN_AI_OUTPUT_MESSAGES, messages.output_messages),
-                            (a.GEN_AI_TOOL_DEFINITIONS, messages.tool_definitions)):
+        for key, fitted in ((GEN_AI_SYSTEM_INSTRUCTIONS, messages.system_instructions),
+                            (GEN_AI_INPUT_MESSAGES, messages.input_messages),
+                            (GEN_AI_OUTPUT_MESSAGES, messages.output_messages),
+                            (GEN_AI_TOOL_DEFINITIONS, messages.tool_definitions)):
             if fitted is not None:
                 attrs[key] = fitted.value
-        self.logger.emit(event_name=a.EV_INFERENCE_DETAILS,
+        self.logger.emit(event_name=EV_INFERENCE_DETAILS,
                          severity_number=_logs.SeverityNumber.DEBUG, attributes=attrs,
                          context=set_span_in_context(op.span))
 
     def _exception(self, op: OpState, error: BaseException) -> None:
         with_content = self.content.on_events
         attrs: dict[str, Any] = dict(op.attrs)  # operation, provider, model, error.type
-        attrs[a.EXCEPTION_TYPE] = error_type(error)
-        attrs[a.EXCEPTION_MESSAGE] = error_description(error, with_content)
+        attrs[EXCEPTION_TYPE] = error_type(error)
+        attrs[EXCEPTION_MESSAGE] = error_description(error, with_content)
         if with_content:  # its last line is the message, whatever the error holds
-            attrs[a.EXCEPTION_STACKTRACE] = self.content.render(
+            attrs[EXCEPTION_STACKTRACE] = self.content.render(
                 "".join(traceback.format_exception(error)))
-        self.logger.emit(event_name=a.EV_OPERATION_EXCEPTION,
+        self.logger.emit(event_name=EV_OPERATION_EXCEPTION,
                          severity_number=_logs.SeverityNumber.WARN, attributes=attrs,
                          context=set_span_in_context(op.span))

@@ -16,7 +16,7 @@ from opentelemetry import _logs
 from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION, CallInfo
 from ..core.failures import error_type
 from ..core.results import NormalizedToolResult
-from . import attributes as a
+from . import attributes
 from .content import redact
 from .spans.operation import Signals, call_ids, digest_once
 from .values import clean_str as _c
@@ -48,46 +48,49 @@ class HookEventEmitter:
         tsv, msv = payload.get("telemetry_schema_version"), payload.get(
             "middleware_schema_version")
         attrs: dict[str, Any] = {
-            a.OTELMW_HOOK_NAME: hook_name,
-            a.OTELMW_SCHEMA_TELEMETRY: tsv if isinstance(tsv, str) else TELEMETRY_SCHEMA_VERSION,
-            a.OTELMW_SCHEMA_MIDDLEWARE: msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
-            a.OTELMW_HOOK_FAILURES: failures,
+            attributes.OTELMW_HOOK_NAME: hook_name,
+            attributes.OTELMW_SCHEMA_TELEMETRY:
+                tsv if isinstance(tsv, str) else TELEMETRY_SCHEMA_VERSION,
+            attributes.OTELMW_SCHEMA_MIDDLEWARE:
+                msv if isinstance(msv, str) else MIDDLEWARE_SCHEMA_VERSION,
+            attributes.OTELMW_HOOK_FAILURES: failures,
         }
         call_ids(call, attrs)
         if call.operation == "chat":
             if call.model:
-                attrs[a.GEN_AI_REQUEST_MODEL] = _c(call.model)
+                attrs[attributes.GEN_AI_REQUEST_MODEL] = _c(call.model)
         elif call.operation == "execute_tool":  # (agent-level host hooks carry neither)
-            attrs[a.GEN_AI_TOOL_NAME] = _c(call.tool_name) or "unknown"
+            attrs[attributes.GEN_AI_TOOL_NAME] = _c(call.tool_name) or "unknown"
             if call.tool_call_id:
-                attrs[a.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
+                attrs[attributes.GEN_AI_TOOL_CALL_ID] = _c(call.tool_call_id)
         trace_entries = payload.get("middleware_trace")
         if trace_entries:
             # free-text ``reason``s: the redactor's, as every other text
-            attrs[a.OTELMW_MIDDLEWARE_TRACE] = redact(
+            attrs[attributes.OTELMW_MIDDLEWARE_TRACE] = redact(
                 json.dumps(trace_entries, default=str)[:4096])
         body: dict[str, Any] = {}
         cap = self.signals.digest_max_bytes
-        for key, attr in (("request", a.OTELMW_REQUEST_DIGEST),
-                          ("args", a.OTELMW_TOOL_ARGS_DIGEST)):
+        for key, attr in (("request", attributes.OTELMW_REQUEST_DIGEST),
+                          ("args", attributes.OTELMW_TOOL_ARGS_DIGEST)):
             if key in payload:
                 attrs[attr], _ = digest_once(call, payload[key], cap)
                 if self.content.on_events:
                     body[key] = self.content.render(payload[key])
         normalized = payload.get("normalized")
         if isinstance(normalized, NormalizedToolResult):
-            attrs[a.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
-            attrs[a.OTELMW_RESULT_RAW_DIGEST], _ = digest_once(call, normalized.raw_result, cap)
+            attrs[attributes.OTELMW_RESULT_SUCCESS] = bool(normalized.success)
+            attrs[attributes.OTELMW_RESULT_RAW_DIGEST], _ = digest_once(
+                call, normalized.raw_result, cap)
             if self.content.on_events:
                 body["result"] = self.content.render(normalized.model_text())
         status = payload.get("status")
         if isinstance(status, str):
-            attrs[a.OTELMW_RESULT_STATUS] = status
+            attrs[attributes.OTELMW_RESULT_STATUS] = status
         err = payload.get("error")
         if isinstance(err, BaseException):
-            attrs[a.ERROR_TYPE] = error_type(err)
+            attrs[attributes.ERROR_TYPE] = error_type(err)
         elif isinstance(payload.get("error_type"), str):
-            attrs[a.ERROR_TYPE] = payload["error_type"]
+            attrs[attributes.ERROR_TYPE] = payload["error_type"]
         self.logger.emit(event_name=f"otelmw.hook.{hook_name}",
                          severity_number=_logs.SeverityNumber.INFO,
                          body=body or None, attributes=attrs)

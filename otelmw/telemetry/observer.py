@@ -21,7 +21,7 @@ from ..config import settings as cfg
 from ..core.contract import CallInfo
 from ..core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
 from ..version import __version__
-from . import attributes as a
+from . import attributes
 from .content import ContentPolicy
 from .hook_events import HookEventEmitter
 from .protocol_metrics import ProtocolMetrics
@@ -77,7 +77,7 @@ class TelemetryObserver:
                                  if middleware_metrics is None else middleware_metrics)
         self.hook_emitter = HookEventEmitter(signals)
         self._by_operation: dict[str, OperationSpans] = {
-            a.OP_CHAT: self.chat, a.OP_EMBEDDINGS: self.embeddings}
+            attributes.OP_CHAT: self.chat, attributes.OP_EMBEDDINGS: self.embeddings}
 
         self.call_enriched = self.chat.enriched
         self.tool_result = self.tools.result
@@ -110,14 +110,14 @@ class TelemetryObserver:
     def on_failure(self, category: str, kind: str, name: str, exc: BaseException | None
                    ) -> None:
         """A ``FailureLog`` listener: middleware, hook and normalizer failures counted."""
-        attrs = {a.OTELMW_MIDDLEWARE_KIND: kind, a.OTELMW_MIDDLEWARE_NAME: name}
+        attrs = {attributes.OTELMW_MIDDLEWARE_KIND: kind, attributes.OTELMW_MIDDLEWARE_NAME: name}
         if category == MIDDLEWARE:
             self.inst.middleware_failures.add(1, attrs)
         elif category == HOOK:
-            self.inst.hook_failures.add(1, {a.OTELMW_HOOK_NAME: kind,
-                                            a.OTELMW_MIDDLEWARE_NAME: name})
+            self.inst.hook_failures.add(1, {attributes.OTELMW_HOOK_NAME: kind,
+                                            attributes.OTELMW_MIDDLEWARE_NAME: name})
         elif category == NORMALIZE:
-            self.inst.normalize_failures.add(1, {a.OTELMW_RUNTIME_ID: kind})
+            self.inst.normalize_failures.add(1, {attributes.OTELMW_RUNTIME_ID: kind})
 
     def call_started(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
@@ -128,7 +128,7 @@ class TelemetryObserver:
 
     def call_adopted(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
-            if call.operation == a.OP_EXECUTE_TOOL:
+            if call.operation == attributes.OP_EXECUTE_TOOL:
                 return self.tools.adopt(call, payload)
             # only tool calls adopt a host's span; others open their own
             return self._by_operation.get(call.operation, self.tools).start(call, payload)
@@ -137,7 +137,7 @@ class TelemetryObserver:
             return None
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
-        if call.operation == a.OP_EXECUTE_TOOL:
+        if call.operation == attributes.OP_EXECUTE_TOOL:
             self.tools.arguments_rewritten(call, request)
         else:
             self.chat.request_rewritten(call, request)

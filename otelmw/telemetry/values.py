@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import attributes as a
+from . import attributes
 from .content import redact
 
 MAX_STR = 1024
@@ -114,7 +114,7 @@ def flatten_metadata(meta: Any) -> dict[str, Any]:
     for key, value in meta.items():
         if len(out) >= _MAX_META_KEYS:
             break
-        k = a.OTELMW_RESULT_METADATA_PREFIX + clean_str(str(key), 64)
+        k = attributes.OTELMW_RESULT_METADATA_PREFIX + clean_str(str(key), 64)
         if isinstance(value, _NUMBER):
             n = otlp_number(value)
             # An int beyond int64 is kept as its decimal text (bounded).

@@ -17,7 +17,7 @@ from ...core import (
     get_pipeline,
     record_protocol_operation,
 )
-from ...telemetry import attributes as a
+from ...telemetry import attributes
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed, transport_of
 
@@ -36,13 +36,13 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]
 def client_attributes(instance: Any) -> dict[str, Any]:
     """The MCP attributes a client knows before it sends (2.x: the negotiated
     protocol version; ``mcp.Client``: the transport of its server)."""
-    attrs: dict[str, Any] = {a.MCP_METHOD_NAME: TOOLS_CALL}
+    attrs: dict[str, Any] = {attributes.MCP_METHOD_NAME: TOOLS_CALL}
     version = getattr(instance, "protocol_version", None)
     if isinstance(version, str):
-        attrs[a.MCP_PROTOCOL_VERSION] = version
+        attrs[attributes.MCP_PROTOCOL_VERSION] = version
     transport = transport_of(getattr(instance, "server", None))
     if transport is not None:
-        attrs[a.NETWORK_TRANSPORT] = transport
+        attrs[attributes.NETWORK_TRANSPORT] = transport
     return attrs
 
 
@@ -161,7 +161,8 @@ async def _timed(wrapped: Any, name: str, tool_args: Any, rest_args: tuple[Any, 
             error = "tool_error"
         return result
     finally:
-        point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
+        point = {**attrs, attributes.GEN_AI_TOOL_NAME: name,
+                 attributes.GEN_AI_OPERATION_NAME: "execute_tool"}
         if error is not None:
-            point[a.ERROR_TYPE] = error
+            point[attributes.ERROR_TYPE] = error
         record_protocol_operation("mcp", "client", time.perf_counter() - start, point)

@@ -31,7 +31,7 @@ from ...core import (
     open_call,
     record_protocol_operation,
 )
-from ...telemetry import attributes as a
+from ...telemetry import attributes
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed
 
@@ -112,20 +112,20 @@ class ToolCallMiddleware:
 
 
 def _server_attributes(ctx: Any) -> dict[str, Any]:
-    attrs: dict[str, Any] = {a.MCP_METHOD_NAME: TOOLS_CALL}
+    attrs: dict[str, Any] = {attributes.MCP_METHOD_NAME: TOOLS_CALL}
     version = getattr(ctx, "protocol_version", None)
     if isinstance(version, str):
-        attrs[a.MCP_PROTOCOL_VERSION] = version
+        attrs[attributes.MCP_PROTOCOL_VERSION] = version
     request_id = getattr(ctx, "request_id", None)
     if request_id is not None:
-        attrs[a.JSONRPC_REQUEST_ID] = str(request_id)
+        attrs[attributes.JSONRPC_REQUEST_ID] = str(request_id)
     request = getattr(ctx, "request", None)  # the HTTP request (streamable HTTP)
     if request is not None:
-        attrs[a.NETWORK_TRANSPORT] = "tcp"
+        attrs[attributes.NETWORK_TRANSPORT] = "tcp"
         headers = getattr(request, "headers", None)
         session = headers.get("mcp-session-id") if headers is not None else None
         if isinstance(session, str):
-            attrs[a.MCP_SESSION_ID] = session
+            attrs[attributes.MCP_SESSION_ID] = session
     return attrs
 
 
@@ -150,7 +150,7 @@ async def served_tool_call(name: str, arguments: Any, send: Callable[[Any], Awai
     out_token = chain_outcome.set(outcome)
     try:
         opened = open_call(CallInfo(operation="execute_tool", tool_name=name,
-                                    tool_call_id=attrs.get(a.JSONRPC_REQUEST_ID),
+                                    tool_call_id=attrs.get(attributes.JSONRPC_REQUEST_ID),
                                     runtime_id=RUNTIME_ID), arguments,
                            on_host_span=on_sdk_span)
         enrich_tool_call(opened, attrs)
@@ -171,10 +171,11 @@ async def served_tool_call(name: str, arguments: Any, send: Callable[[Any], Awai
         chain_outcome.reset(out_token)
         if token is not None:
             otel_context.detach(token)
-        point = {**attrs, a.GEN_AI_TOOL_NAME: name, a.GEN_AI_OPERATION_NAME: "execute_tool"}
-        point.pop(a.JSONRPC_REQUEST_ID, None)  # per request: not a metric dimension
+        point = {**attrs, attributes.GEN_AI_TOOL_NAME: name,
+                 attributes.GEN_AI_OPERATION_NAME: "execute_tool"}
+        point.pop(attributes.JSONRPC_REQUEST_ID, None)  # per request: not a metric dimension
         if error is not None:
-            point[a.ERROR_TYPE] = error
+            point[attributes.ERROR_TYPE] = error
         record_protocol_operation("mcp", "server", time.perf_counter() - start, point)
 
 
@@ -194,7 +195,7 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
         request = getattr(context, "_request_context", None)
         parent = _client_context(getattr(request, "meta", None))
         attrs = _server_attributes(request) if request is not None else {
-            a.MCP_METHOD_NAME: TOOLS_CALL}
+            attributes.MCP_METHOD_NAME: TOOLS_CALL}
         if not isinstance(name, str):
             raise TypeError("tool name is not a string")
     except Exception as exc:

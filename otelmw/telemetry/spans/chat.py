@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry import trace
 
 from ...core.contract import CallInfo
-from .. import attributes as a
+from .. import attributes
 from ..events import ChatMessages, InferenceEvents, chat_messages
 from ..messages import OutputCollector
 from ..responses import ResponseFacts, is_stream, raw_response_body
@@ -25,14 +25,14 @@ from .operation import OpState, Signals, perf_counter
 
 # Numeric request parameters the span records (from the effective request, at its
 # end), by the request key of OpenAI chat/Responses and Anthropic messages.
-_REQUEST_PARAMS = {"temperature": a.GEN_AI_REQUEST_TEMPERATURE,
-                   "max_tokens": a.GEN_AI_REQUEST_MAX_TOKENS,
-                   "stream": a.GEN_AI_REQUEST_STREAM,
-                   "top_p": a.GEN_AI_REQUEST_TOP_P,
-                   "top_k": a.GEN_AI_REQUEST_TOP_K,
-                   "frequency_penalty": a.GEN_AI_REQUEST_FREQUENCY_PENALTY,
-                   "presence_penalty": a.GEN_AI_REQUEST_PRESENCE_PENALTY,
-                   "seed": a.GEN_AI_REQUEST_SEED}
+_REQUEST_PARAMS = {"temperature": attributes.GEN_AI_REQUEST_TEMPERATURE,
+                   "max_tokens": attributes.GEN_AI_REQUEST_MAX_TOKENS,
+                   "stream": attributes.GEN_AI_REQUEST_STREAM,
+                   "top_p": attributes.GEN_AI_REQUEST_TOP_P,
+                   "top_k": attributes.GEN_AI_REQUEST_TOP_K,
+                   "frequency_penalty": attributes.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+                   "presence_penalty": attributes.GEN_AI_REQUEST_PRESENCE_PENALTY,
+                   "seed": attributes.GEN_AI_REQUEST_SEED}
 # Request keys read by ``_shaped_request_attributes`` (rarely set: looked at only then).
 _SHAPED_KEYS = frozenset({"stop", "stop_sequences", "n", "response_format", "text",
                           "service_tier", "max_completion_tokens", "max_output_tokens",
@@ -87,7 +87,7 @@ def _shaped_request_attributes(request: dict[str, Any], attrs: dict[str, Any],
     if v is None:
         v = otlp_number(request.get("max_output_tokens"))
     if v is not None:
-        attrs[a.GEN_AI_REQUEST_MAX_TOKENS] = v
+        attrs[attributes.GEN_AI_REQUEST_MAX_TOKENS] = v
     stop = request.get("stop")  # OpenAI: a str or a list
     if stop is None:
         stop = request.get("stop_sequences")  # Anthropic
@@ -96,16 +96,16 @@ def _shaped_request_attributes(request: dict[str, Any], attrs: dict[str, Any],
     if isinstance(stop, list | tuple):
         sequences = [_c(x, 64) for x in stop[:_MAX_STOP_SEQUENCES] if isinstance(x, str)]
         if sequences:
-            attrs[a.GEN_AI_REQUEST_STOP_SEQUENCES] = sequences
+            attrs[attributes.GEN_AI_REQUEST_STOP_SEQUENCES] = sequences
     n = request.get("n")  # the default (1) is not recorded
     if type(n) is int and n != 1 and otlp_number(n) is not None:
-        attrs[a.GEN_AI_REQUEST_CHOICE_COUNT] = n
+        attrs[attributes.GEN_AI_REQUEST_CHOICE_COUNT] = n
     output_type = _output_type(request)
     if output_type:
-        attrs[a.GEN_AI_OUTPUT_TYPE] = output_type
+        attrs[attributes.GEN_AI_OUTPUT_TYPE] = output_type
     tier = request.get("service_tier") if provider == "openai" else None
     if isinstance(tier, str) and tier and tier != "auto":
-        attrs[a.OPENAI_REQUEST_SERVICE_TIER] = _c(tier, 64)
+        attrs[attributes.OPENAI_REQUEST_SERVICE_TIER] = _c(tier, 64)
 
 
 def _output_type(request: dict[str, Any]) -> str | None:
@@ -142,7 +142,7 @@ class ChunkClock:
     def tick(self, arrived: float, model: str | None) -> None:
         op, inst = self.op, self.chat.inst
         last, self.last_chunk_at = self.last_chunk_at, arrived
-        if model and a.GEN_AI_RESPONSE_MODEL not in op.attrs:
+        if model and attributes.GEN_AI_RESPONSE_MODEL not in op.attrs:
             self.chat.response_model(op, model)
         if last is None:
             self.first_chunk_s = max(arrived - op.start, 0.0)
@@ -156,9 +156,10 @@ class ChunkClock:
         ``stream`` argument) and the time to its first chunk."""
         span = self.op.span
         if span.is_recording():
-            span.set_attribute(a.GEN_AI_REQUEST_STREAM, True)
+            span.set_attribute(attributes.GEN_AI_REQUEST_STREAM, True)
             if self.first_chunk_s is not None:
-                span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self.first_chunk_s)
+                span.set_attribute(attributes.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+                                   self.first_chunk_s)
 
 
 class EnrichStream:
@@ -233,9 +234,9 @@ class ChatSpans(ModelCallSpans):
             self.signals.internal_failure("input_messages", exc)
             return None
         span.set_attributes({key: value.text for key, value in (
-            (a.GEN_AI_INPUT_MESSAGES, rendered.input_messages),
-            (a.GEN_AI_SYSTEM_INSTRUCTIONS, rendered.system_instructions),
-            (a.GEN_AI_TOOL_DEFINITIONS, rendered.tool_definitions)) if value is not None})
+            (attributes.GEN_AI_INPUT_MESSAGES, rendered.input_messages),
+            (attributes.GEN_AI_SYSTEM_INSTRUCTIONS, rendered.system_instructions),
+            (attributes.GEN_AI_TOOL_DEFINITIONS, rendered.tool_definitions)) if value is not None})
         return rendered
 
     def _output_messages(self, op: OpState, facts: ResponseFacts) -> str | None:
@@ -284,11 +285,11 @@ class ChatSpans(ModelCallSpans):
         op.model = model
         clean = _c(model)
         op.span.update_name(f"chat {clean}")
-        attrs = {a.GEN_AI_REQUEST_MODEL: clean}
+        attrs = {attributes.GEN_AI_REQUEST_MODEL: clean}
         if op.original_model is not None:
-            attrs[a.OTELMW_REQUEST_ORIGINAL_MODEL] = op.original_model
+            attrs[attributes.OTELMW_REQUEST_ORIGINAL_MODEL] = op.original_model
         op.span.set_attributes(attrs)
-        op.attrs[a.GEN_AI_REQUEST_MODEL] = clean
+        op.attrs[attributes.GEN_AI_REQUEST_MODEL] = clean
 
     def enriched(self, call: CallInfo, result: Any, server_address: str | None,
                  server_port: int | None) -> Any:
@@ -298,12 +299,12 @@ class ChatSpans(ModelCallSpans):
         if not isinstance(op, OpState):
             return result
         try:
-            if server_address and a.SERVER_ADDRESS not in op.attrs:
-                op.span.set_attribute(a.SERVER_ADDRESS, server_address)
+            if server_address and attributes.SERVER_ADDRESS not in op.attrs:
+                op.span.set_attribute(attributes.SERVER_ADDRESS, server_address)
                 server_port = port_number(server_port)
                 if server_port:
-                    op.span.set_attribute(a.SERVER_PORT, server_port)
-                op.attrs[a.SERVER_ADDRESS] = server_address
+                    op.span.set_attribute(attributes.SERVER_PORT, server_port)
+                op.attrs[attributes.SERVER_ADDRESS] = server_address
             if op.facts is None:
                 op.facts = self._collecting(op, ResponseFacts())
             if is_stream(result):
@@ -359,38 +360,40 @@ class ChatSpans(ModelCallSpans):
                 except Exception as exc:
                     self.signals.internal_failure("request_attributes", exc)
             if facts.response_id:
-                attrs[a.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
+                attrs[attributes.GEN_AI_RESPONSE_ID] = _c(facts.response_id)
             if response_model:
-                attrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+                attrs[attributes.GEN_AI_RESPONSE_MODEL] = response_model
             if facts.finish_reasons:
-                attrs[a.GEN_AI_RESPONSE_FINISH_REASONS] = [
+                attrs[attributes.GEN_AI_RESPONSE_FINISH_REASONS] = [
                     _c(r, 64) for r in facts.finish_reasons[:16]]
             if facts.input_tokens is not None:
-                attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
+                attrs[attributes.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
             if facts.output_tokens is not None:
-                attrs[a.GEN_AI_USAGE_OUTPUT_TOKENS] = facts.output_tokens
+                attrs[attributes.GEN_AI_USAGE_OUTPUT_TOKENS] = facts.output_tokens
             # A zero cache count is left out, as the official instrumentations do.
             if facts.cache_read_tokens:
-                attrs[a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = facts.cache_read_tokens
+                attrs[attributes.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = facts.cache_read_tokens
             if facts.cache_creation_tokens:
-                attrs[a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = facts.cache_creation_tokens
+                attrs[attributes.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = (
+                    facts.cache_creation_tokens)
             if facts.reasoning_tokens:
-                attrs[a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = facts.reasoning_tokens
+                attrs[attributes.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = facts.reasoning_tokens
             if call.provider == "openai":
                 api_type = _OPENAI_API_TYPES.get(call.api_mode)  # type: ignore[arg-type]
                 if api_type:
-                    attrs[a.OPENAI_API_TYPE] = api_type
+                    attrs[attributes.OPENAI_API_TYPE] = api_type
                 if facts.service_tier:
-                    attrs[a.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
+                    attrs[attributes.OPENAI_RESPONSE_SERVICE_TIER] = _c(facts.service_tier, 64)
                 if facts.system_fingerprint:
-                    attrs[a.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(facts.system_fingerprint)
+                    attrs[attributes.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = _c(
+                        facts.system_fingerprint)
             if ended_by is not None:
-                attrs[a.OTELMW_STREAM_ENDED_BY] = ended_by
+                attrs[attributes.OTELMW_STREAM_ENDED_BY] = ended_by
             # (under EVENT_ONLY the output is collected for the event alone)
             output = (self._output_messages(op, facts)
                       if error is None and self.content.on_spans else None)
             if output is not None:
-                attrs[a.GEN_AI_OUTPUT_MESSAGES] = output
+                attrs[attributes.GEN_AI_OUTPUT_MESSAGES] = output
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, facts.output_tokens)
         if error is not None or self.events.on_content:  # nothing to do otherwise

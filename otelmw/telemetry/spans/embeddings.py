@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.contract import CallInfo
-from .. import attributes as a
+from .. import attributes
 from ..responses import EmbeddingsFacts
 from ..values import clean_str as _c
 from ..values import otlp_number
@@ -32,18 +32,18 @@ class EmbeddingsSpans(ModelCallSpans):
             if isinstance(request, dict):
                 fmt = request.get("encoding_format")
                 if isinstance(fmt, str) and fmt:
-                    attrs[a.GEN_AI_REQUEST_ENCODING_FORMATS] = [_c(fmt, 64)]
+                    attrs[attributes.GEN_AI_REQUEST_ENCODING_FORMATS] = [_c(fmt, 64)]
                 # The returned vectors' length wins over the asked ``dimensions``
                 # (the official OpenAI instrumentation's order): it is what came back.
                 asked = otlp_number(request.get("dimensions"))
                 if dimensions is None and type(asked) is int and asked > 0:
                     dimensions = asked
             if dimensions is not None:
-                attrs[a.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
+                attrs[attributes.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
             if response_model:
-                attrs[a.GEN_AI_RESPONSE_MODEL] = response_model
+                attrs[attributes.GEN_AI_RESPONSE_MODEL] = response_model
             if facts.input_tokens is not None:
-                attrs[a.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
+                attrs[attributes.GEN_AI_USAGE_INPUT_TOKENS] = facts.input_tokens
             span.set_attributes(attrs)
         self.close(op, duration, error, facts.input_tokens, None)
         return result

@@ -27,7 +27,25 @@ from opentelemetry.trace import SpanKind
 from ...core.contract import CallInfo
 from ...core.registry import Layer
 from ...core.seam import ERROR, FAILED, NO_VALUE, REWRITTEN, SHORT_CIRCUIT, UNCHANGED
-from .. import attributes as a
+from ..attributes import (
+    ERROR_TYPE,
+    INPUT_MIME_TYPE,
+    INPUT_VALUE,
+    METADATA,
+    OI_CHAIN,
+    OI_GUARDRAIL,
+    OPENINFERENCE_SPAN_KIND,
+    OTELMW_MIDDLEWARE_KIND,
+    OTELMW_MIDDLEWARE_NAME,
+    OTELMW_MIDDLEWARE_OUTCOME,
+    OTELMW_MIDDLEWARE_PLUGIN,
+    OTELMW_MIDDLEWARE_POSITION,
+    OTELMW_REWRITE_CHANGED_KEYS,
+    OTELMW_REWRITE_REASON,
+    OTELMW_REWRITE_SOURCE,
+    OUTPUT_MIME_TYPE,
+    OUTPUT_VALUE,
+)
 from ..content import mime_type
 from ..context import raw_detach as _detach
 from ..values import MAX_STR, short_text
@@ -82,8 +100,8 @@ class LayerSpans:
 
     def _info(self, layer: Layer, position: int) -> LayerInfo:
         attrs: dict[str, Any] = {
-            a.OTELMW_MIDDLEWARE_KIND: layer.kind, a.OTELMW_MIDDLEWARE_NAME: layer.name,
-            a.OTELMW_MIDDLEWARE_POSITION: position, a.OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
+            OTELMW_MIDDLEWARE_KIND: layer.kind, OTELMW_MIDDLEWARE_NAME: layer.name,
+            OTELMW_MIDDLEWARE_POSITION: position, OTELMW_MIDDLEWARE_PLUGIN: layer.plugin}
         if len(self._infos) > _MAX_LAYERS:
             self._infos.clear()
         info = self._infos[id(layer)] = LayerInfo(layer, position, f"{layer.kind} {layer.name}",
@@ -92,9 +110,9 @@ class LayerSpans:
 
     @staticmethod
     def _metric_attributes(info: LayerInfo, outcome: str) -> dict[str, Any]:
-        m = info.metric_attributes[outcome] = {a.OTELMW_MIDDLEWARE_KIND: info.layer.kind,
-                                               a.OTELMW_MIDDLEWARE_NAME: info.layer.name,
-                                               a.OTELMW_MIDDLEWARE_OUTCOME: outcome}
+        m = info.metric_attributes[outcome] = {OTELMW_MIDDLEWARE_KIND: info.layer.kind,
+                                               OTELMW_MIDDLEWARE_NAME: info.layer.name,
+                                               OTELMW_MIDDLEWARE_OUTCOME: outcome}
         return m
 
     @staticmethod
@@ -103,11 +121,11 @@ class LayerSpans:
         """What a span ends with: its outcome, OpenInference kind and ``metadata``
         (the start attributes, the outcome and ``facts``); cached per outcome
         unless there are ``facts`` (a rewrite's)."""
-        end = {a.OTELMW_MIDDLEWARE_OUTCOME: outcome,
-               a.OPENINFERENCE_SPAN_KIND: a.OI_GUARDRAIL if outcome == SHORT_CIRCUIT
-               else a.OI_CHAIN,
-               a.METADATA: _metadata({**info.attributes, a.OTELMW_MIDDLEWARE_OUTCOME: outcome,
-                                      **(facts or {})})}
+        end = {OTELMW_MIDDLEWARE_OUTCOME: outcome,
+               OPENINFERENCE_SPAN_KIND: OI_GUARDRAIL if outcome == SHORT_CIRCUIT
+               else OI_CHAIN,
+               METADATA: _metadata({**info.attributes, OTELMW_MIDDLEWARE_OUTCOME: outcome,
+                                    **(facts or {})})}
         if facts is None:
             info.end_attributes[outcome] = end
         return end
@@ -123,7 +141,7 @@ class LayerSpans:
                                           attributes=info.attributes)
             shown = None
             if self.content_on_spans and payload is not NO_VALUE and span.is_recording():
-                shown = self._show(span, a.INPUT_VALUE, a.INPUT_MIME_TYPE, payload)
+                shown = self._show(span, INPUT_VALUE, INPUT_MIME_TYPE, payload)
             return _new_token(LayerToken, (span, attach(set_span_in_context(span)),
                                            perf_counter(), info, shown))
         except Exception as exc:
@@ -155,7 +173,7 @@ class LayerSpans:
                 pass
             try:  # the span ends whatever its attributes do
                 if token.input_value is not None and result is not NO_VALUE:
-                    self._show(span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, result)
+                    self._show(span, OUTPUT_VALUE, OUTPUT_MIME_TYPE, result)
                 span.set_attributes(end_attributes or token.info.end_attributes.get(outcome)
                                     or self._end_attributes(token.info, outcome))
                 if error is not None:
@@ -180,7 +198,7 @@ class LayerSpans:
         if outcome == UNCHANGED:  # the usual case: nothing but the outcome
             if shown is not None:  # the payload it got is the one it hands on
                 try:
-                    self._show(token.span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, None, shown)
+                    self._show(token.span, OUTPUT_VALUE, OUTPUT_MIME_TYPE, None, shown)
                 except Exception as exc:
                     self.signals.internal_failure("rewrite_finished", exc)
             return self.finished(call, token, outcome, error)
@@ -190,22 +208,22 @@ class LayerSpans:
             extra: dict[str, Any] | None = None
             if outcome == REWRITTEN:
                 src = _c(source or info.layer.plugin)
-                extra = {a.OTELMW_REWRITE_SOURCE: src}
+                extra = {OTELMW_REWRITE_SOURCE: src}
                 if span.is_recording():
-                    extra[a.OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
-                                                            for k in changed_keys[:64]]
+                    extra[OTELMW_REWRITE_CHANGED_KEYS] = [_c(k, 128)
+                                                          for k in changed_keys[:64]]
                     if reason:
-                        extra[a.OTELMW_REWRITE_REASON] = short_text(reason, MAX_STR)
+                        extra[OTELMW_REWRITE_REASON] = short_text(reason, MAX_STR)
                     end = self._end_attributes(info, outcome, extra)
-                self.inst.rewrites.add(1, {a.OTELMW_REWRITE_SOURCE: src,
-                                           a.OTELMW_MIDDLEWARE_KIND: info.layer.kind})
+                self.inst.rewrites.add(1, {OTELMW_REWRITE_SOURCE: src,
+                                           OTELMW_MIDDLEWARE_KIND: info.layer.kind})
             elif outcome == FAILED and error is None:
-                extra = {a.ERROR_TYPE: "bad_return_shape"}
+                extra = {ERROR_TYPE: "bad_return_shape"}
             if extra:
                 span.set_attributes(extra)  # a span that is not recording ignores these
             if shown is not None and outcome != ERROR:  # (interrupted: nothing handed on)
                 # a failed rewrite hands on the payload it got
-                self._show(span, a.OUTPUT_VALUE, a.OUTPUT_MIME_TYPE, payload,
+                self._show(span, OUTPUT_VALUE, OUTPUT_MIME_TYPE, payload,
                            None if outcome == REWRITTEN and payload is not NO_VALUE else shown)
         except Exception as exc:
             self.signals.internal_failure("rewrite_finished", exc)

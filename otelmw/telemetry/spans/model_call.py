@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from ...core.contract import CallInfo
-from .. import attributes as a
+from .. import attributes
 from ..values import clean_str as _c
 from ..values import port_number
 from .operation import (
@@ -49,19 +49,19 @@ class ModelCallSpans:
         """Built (and sanitized) once per key; server.address/port are metric
         attributes too (GenAI conventions), whether or not the span is sampled."""
         operation, provider, model, address, port, api_mode = key
-        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: operation,
-                                 a.GEN_AI_PROVIDER_NAME: _c(provider) or "unknown"}
+        attrs: dict[str, Any] = {attributes.GEN_AI_OPERATION_NAME: operation,
+                                 attributes.GEN_AI_PROVIDER_NAME: _c(provider) or "unknown"}
         model = _c(model)
         if model:
-            attrs[a.GEN_AI_REQUEST_MODEL] = model
+            attrs[attributes.GEN_AI_REQUEST_MODEL] = model
         if address:
-            attrs[a.SERVER_ADDRESS] = _c(address)
+            attrs[attributes.SERVER_ADDRESS] = _c(address)
             port = port_number(port)
             if port:
-                attrs[a.SERVER_PORT] = port
+                attrs[attributes.SERVER_PORT] = port
         metric_attrs = dict(attrs)
         if api_mode:
-            attrs[a.OTELMW_API_MODE] = _c(api_mode)
+            attrs[attributes.OTELMW_API_MODE] = _c(api_mode)
         if len(self._endpoints) > _MAX_ENDPOINTS:
             self._endpoints.clear()
         endpoint = self._endpoints[key] = Endpoint(
@@ -95,7 +95,7 @@ class ModelCallSpans:
         """The answering model, cleaned; it goes on the metric points too."""
         clean = _c(model) if model else None
         if clean:
-            op.attrs[a.GEN_AI_RESPONSE_MODEL] = clean
+            op.attrs[attributes.GEN_AI_RESPONSE_MODEL] = clean
         return clean
 
     def close(self, op: OpState, duration: float, error: BaseException | None,
@@ -108,6 +108,8 @@ class ModelCallSpans:
         inst = self.inst
         inst.operation_duration.record(duration, mattrs)
         if input_tokens is not None:
-            inst.token_usage.record(input_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "input"})
+            inst.token_usage.record(input_tokens,
+                                    {**mattrs, attributes.GEN_AI_TOKEN_TYPE: "input"})
         if output_tokens is not None:
-            inst.token_usage.record(output_tokens, {**mattrs, a.GEN_AI_TOKEN_TYPE: "output"})
+            inst.token_usage.record(output_tokens,
+                                    {**mattrs, attributes.GEN_AI_TOKEN_TYPE: "output"})

@@ -16,7 +16,28 @@ from opentelemetry.trace import Status, StatusCode
 
 from ...core.contract import CallInfo
 from ...core.failures import INSTRUMENTATION, FailureLog, describe, error_type
-from .. import attributes as a
+from ..attributes import (
+    DURATION_BUCKETS,
+    ERROR_TYPE,
+    GEN_AI_CONVERSATION_ID,
+    M_AGENT_DURATION,
+    M_HOOK_FAILURES,
+    M_MIDDLEWARE_DURATION,
+    M_MIDDLEWARE_FAILURES,
+    M_NORMALIZE_FAILURES,
+    M_OPERATION_DURATION,
+    M_REWRITES,
+    M_TIME_PER_OUTPUT_CHUNK,
+    M_TIME_TO_FIRST_CHUNK,
+    M_TOKEN_USAGE,
+    M_TOOL_DURATION,
+    M_TOOL_RESULTS,
+    MIDDLEWARE_BUCKETS,
+    OTELMW_API_REQUEST_ID,
+    OTELMW_TASK_ID,
+    OTELMW_TURN_ID,
+    TOKEN_BUCKETS,
+)
 from ..content import ContentPolicy
 from ..context import safe_detach
 from ..digests import digest
@@ -33,25 +54,25 @@ attach, set_span_in_context, perf_counter = (
 # streamed-response histograms use the operation-duration buckets, as the GenAI
 # conventions and the official instrumentations define them.
 _INSTRUMENTS: tuple[tuple[str, str, str, str, tuple[float, ...] | None], ...] = (
-    ("operation_duration", a.M_OPERATION_DURATION, "s", "GenAI operation duration",
-     a.DURATION_BUCKETS),
-    ("token_usage", a.M_TOKEN_USAGE, "{token}", "Tokens used per LLM request", a.TOKEN_BUCKETS),
-    ("time_to_first_chunk", a.M_TIME_TO_FIRST_CHUNK, "s",
-     "Time from the request to the first chunk of its response stream", a.DURATION_BUCKETS),
-    ("time_per_output_chunk", a.M_TIME_PER_OUTPUT_CHUNK, "s",
+    ("operation_duration", M_OPERATION_DURATION, "s", "GenAI operation duration",
+     DURATION_BUCKETS),
+    ("token_usage", M_TOKEN_USAGE, "{token}", "Tokens used per LLM request", TOKEN_BUCKETS),
+    ("time_to_first_chunk", M_TIME_TO_FIRST_CHUNK, "s",
+     "Time from the request to the first chunk of its response stream", DURATION_BUCKETS),
+    ("time_per_output_chunk", M_TIME_PER_OUTPUT_CHUNK, "s",
      "Time between two chunks of a response stream (one point per chunk after the first)",
-     a.DURATION_BUCKETS),
-    ("tool_duration", a.M_TOOL_DURATION, "s", "Tool call duration", a.DURATION_BUCKETS),
-    ("agent_duration", a.M_AGENT_DURATION, "s", "Agent turn duration", a.DURATION_BUCKETS),
-    ("middleware_duration", a.M_MIDDLEWARE_DURATION, "s",
-     "Duration of one middleware callback (wrappers include downstream)", a.MIDDLEWARE_BUCKETS),
-    ("middleware_failures", a.M_MIDDLEWARE_FAILURES, "{failure}",
+     DURATION_BUCKETS),
+    ("tool_duration", M_TOOL_DURATION, "s", "Tool call duration", DURATION_BUCKETS),
+    ("agent_duration", M_AGENT_DURATION, "s", "Agent turn duration", DURATION_BUCKETS),
+    ("middleware_duration", M_MIDDLEWARE_DURATION, "s",
+     "Duration of one middleware callback (wrappers include downstream)", MIDDLEWARE_BUCKETS),
+    ("middleware_failures", M_MIDDLEWARE_FAILURES, "{failure}",
      "Middleware callbacks that failed (fail-open)", None),
-    ("rewrites", a.M_REWRITES, "{rewrite}", "Accepted request rewrites", None),
-    ("tool_results", a.M_TOOL_RESULTS, "{result}", "Normalized tool results", None),
-    ("normalize_failures", a.M_NORMALIZE_FAILURES, "{failure}",
+    ("rewrites", M_REWRITES, "{rewrite}", "Accepted request rewrites", None),
+    ("tool_results", M_TOOL_RESULTS, "{result}", "Normalized tool results", None),
+    ("normalize_failures", M_NORMALIZE_FAILURES, "{failure}",
      "Normalizers that raised or returned a wrong type", None),
-    ("hook_failures", a.M_HOOK_FAILURES, "{failure}", "Observer hooks that failed", None),
+    ("hook_failures", M_HOOK_FAILURES, "{failure}", "Observer hooks that failed", None),
 )
 
 
@@ -103,10 +124,10 @@ class Signals:
 def mark_error(span: trace.Span, etype: str, message: str,
                metric_attrs: dict[str, Any] | None = None) -> None:
     """The span (and its metric point, when given) marked failed with ``error.type``."""
-    span.set_attribute(a.ERROR_TYPE, etype)
+    span.set_attribute(ERROR_TYPE, etype)
     span.set_status(Status(StatusCode.ERROR, message))
     if metric_attrs is not None:
-        metric_attrs[a.ERROR_TYPE] = etype
+        metric_attrs[ERROR_TYPE] = etype
 
 
 def mark_exception(span: trace.Span, exc: BaseException,
@@ -122,13 +143,13 @@ def call_ids(call: CallInfo, out: dict[str, Any]) -> dict[str, Any]:
     cleaned, added to ``out``: every span and hook record of a call carries them."""
     # Tested one by one, not through ``put_present``: this runs for every span.
     if call.session_id:
-        out[a.GEN_AI_CONVERSATION_ID] = clean_str(call.session_id)
+        out[GEN_AI_CONVERSATION_ID] = clean_str(call.session_id)
     if call.turn_id:
-        out[a.OTELMW_TURN_ID] = clean_str(call.turn_id)
+        out[OTELMW_TURN_ID] = clean_str(call.turn_id)
     if call.task_id:
-        out[a.OTELMW_TASK_ID] = clean_str(call.task_id)
+        out[OTELMW_TASK_ID] = clean_str(call.task_id)
     if call.api_request_id:
-        out[a.OTELMW_API_REQUEST_ID] = clean_str(call.api_request_id)
+        out[OTELMW_API_REQUEST_ID] = clean_str(call.api_request_id)
     return out
 
 

@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from ...core.contract import CallInfo
-from .. import attributes as a
+from ..attributes import OTELMW_STREAM_ENDED_BY
 from ..context import safe_detach
 from ..responses import is_stream
 from ..streams import wrap_stream
@@ -109,7 +109,7 @@ class StepSpans:
         try:
             span = token.span
             if ended_by is not None:
-                span.set_attribute(a.OTELMW_STREAM_ENDED_BY, ended_by)
+                span.set_attribute(OTELMW_STREAM_ENDED_BY, ended_by)
             if error is not None:
                 mark_exception(span, error, with_content=self.content.on_spans)
             span.end()

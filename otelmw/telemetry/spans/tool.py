@@ -12,7 +12,24 @@ from opentelemetry.trace import SpanKind, get_current_span
 
 from ...core.contract import CallInfo
 from ...core.results import NormalizedToolResult
-from .. import attributes as a
+from ..attributes import (
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    OP_EXECUTE_TOOL,
+    OTELMW_RESULT_CONTENT_DIGEST,
+    OTELMW_RESULT_ERROR_MESSAGE,
+    OTELMW_RESULT_EXECUTION_TIME_MS,
+    OTELMW_RESULT_RAW_DIGEST,
+    OTELMW_RESULT_RAW_SIZE,
+    OTELMW_RESULT_RAW_TYPE,
+    OTELMW_RESULT_STATUS,
+    OTELMW_RESULT_SUCCESS,
+    OTELMW_RUNTIME_ID,
+)
 from ..digests import type_name
 from ..values import clean_str as _c
 from ..values import flatten_metadata, put_present, short_text
@@ -46,12 +63,12 @@ class ToolSpans:
 
     def start(self, call: CallInfo, args: Any) -> OpState:
         tool = _c(call.tool_name) or "unknown"
-        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
-                                 a.GEN_AI_TOOL_NAME: tool}
+        attrs: dict[str, Any] = {GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
+                                 GEN_AI_TOOL_NAME: tool}
         span = self.tracer.start_span(f"execute_tool {tool}", kind=_INTERNAL, attributes=attrs)
         self._decorate(span, call, args)
         token = attach(set_span_in_context(span))
-        metric_attrs = {a.GEN_AI_TOOL_NAME: tool}
+        metric_attrs = {GEN_AI_TOOL_NAME: tool}
         return OpState(span, token, perf_counter(), metric_attrs, None)
 
     def adopt(self, call: CallInfo, args: Any) -> OpState:
@@ -61,18 +78,18 @@ class ToolSpans:
         if not span.is_recording():  # nothing to adopt: a span of otelmw's own
             return self.start(call, args)
         tool = _c(call.tool_name) or "unknown"
-        span.set_attributes({a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
-                             a.GEN_AI_TOOL_NAME: tool})
+        span.set_attributes({GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
+                             GEN_AI_TOOL_NAME: tool})
         self._decorate(span, call, args)
-        return AdoptedOpState(span, None, perf_counter(), {a.GEN_AI_TOOL_NAME: tool}, None)
+        return AdoptedOpState(span, None, perf_counter(), {GEN_AI_TOOL_NAME: tool}, None)
 
     def _decorate(self, span: Any, call: CallInfo, args: Any) -> None:
         if span.is_recording():
-            extra = call_ids(call, {a.GEN_AI_TOOL_TYPE: "function"})
-            put_present(extra, ((a.GEN_AI_TOOL_CALL_ID, call.tool_call_id),
-                                (a.OTELMW_RUNTIME_ID, call.runtime_id)))
+            extra = call_ids(call, {GEN_AI_TOOL_TYPE: "function"})
+            put_present(extra, ((GEN_AI_TOOL_CALL_ID, call.tool_call_id),
+                                (OTELMW_RUNTIME_ID, call.runtime_id)))
             if self.content.on_spans:
-                extra[a.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
+                extra[GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.render(args)
             span.set_attributes(extra)
 
     def arguments_rewritten(self, call: CallInfo, args: Any) -> None:
@@ -83,7 +100,7 @@ class ToolSpans:
             return
         try:
             if op.span.is_recording():
-                op.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, self.content.render(args))
+                op.span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, self.content.render(args))
         except Exception as exc:
             self.signals.internal_failure("tool_arguments", exc)
 
@@ -105,33 +122,33 @@ class ToolSpans:
         raw = normalized.raw_result
         if span.is_recording():
             attrs: dict[str, Any] = {
-                a.OTELMW_RESULT_SUCCESS: success,
-                a.OTELMW_RESULT_STATUS: status,
-                a.OTELMW_RESULT_EXECUTION_TIME_MS: float(normalized.execution_time_ms or 0.0),
+                OTELMW_RESULT_SUCCESS: success,
+                OTELMW_RESULT_STATUS: status,
+                OTELMW_RESULT_EXECUTION_TIME_MS: float(normalized.execution_time_ms or 0.0),
             }
             if normalized.error_message:
-                attrs[a.OTELMW_RESULT_ERROR_MESSAGE] = short_text(normalized.error_message)
+                attrs[OTELMW_RESULT_ERROR_MESSAGE] = short_text(normalized.error_message)
             attrs.update(flatten_metadata(normalized.metadata))
             cap = self.signals.digest_max_bytes
             raw_digest, raw_size = digest_once(call, raw, cap)
-            attrs[a.OTELMW_RESULT_RAW_DIGEST] = raw_digest
-            attrs[a.OTELMW_RESULT_RAW_SIZE] = raw_size
-            attrs[a.OTELMW_RESULT_RAW_TYPE] = type_name(raw)
+            attrs[OTELMW_RESULT_RAW_DIGEST] = raw_digest
+            attrs[OTELMW_RESULT_RAW_SIZE] = raw_size
+            attrs[OTELMW_RESULT_RAW_TYPE] = type_name(raw)
             content = normalized.content
             if content is raw:
-                attrs[a.OTELMW_RESULT_CONTENT_DIGEST] = raw_digest
+                attrs[OTELMW_RESULT_CONTENT_DIGEST] = raw_digest
             else:
-                attrs[a.OTELMW_RESULT_CONTENT_DIGEST], _ = digest_once(call, content, cap)
+                attrs[OTELMW_RESULT_CONTENT_DIGEST], _ = digest_once(call, content, cap)
             if self.content.on_spans:
-                attrs[a.GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
+                attrs[GEN_AI_TOOL_CALL_RESULT] = self.content.render(normalized.model_text())
             span.set_attributes(attrs)
         if isinstance(raw, BaseException):
             mark_exception(span, raw, op.attrs, with_content=self.content.on_spans)
         elif not success and not blocked:
             mark_error(span, "tool_error", short_text(normalized.error_message, 256), op.attrs)
-        self.inst.tool_results.add(1, {a.OTELMW_RESULT_SUCCESS: success,
-                                       a.OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
-                                       a.GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
+        self.inst.tool_results.add(1, {OTELMW_RESULT_SUCCESS: success,
+                                       OTELMW_RUNTIME_ID: _c(call.runtime_id) or "native",
+                                       GEN_AI_TOOL_NAME: _c(call.tool_name) or "unknown"})
 
     def enriched(self, call: CallInfo, attributes: Mapping[str, Any]) -> None:
         """A nested tool protocol's attributes (MCP's under a framework's tool call) on

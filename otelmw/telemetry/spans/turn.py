@@ -21,7 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from ...core.contract import RuntimeContext
-from .. import attributes as a
+from .. import attributes
 from ..content import mime_type
 from ..context import end_current, restore_context
 from ..values import clean_str as _c
@@ -89,11 +89,11 @@ class TurnSpans:
     def started(self, turn: RuntimeContext) -> TurnToken | None:
         try:
             name = _c(turn.agent_name) or "agent"
-            attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
-                                     a.GEN_AI_AGENT_NAME: name}
-            put_present(attrs, ((a.GEN_AI_CONVERSATION_ID, turn.session_id),
-                                (a.OTELMW_RUNTIME_ID, turn.runtime_id),
-                                (a.OTELMW_TURN_ID, turn.turn_id)))
+            attrs: dict[str, Any] = {attributes.GEN_AI_OPERATION_NAME: attributes.OP_INVOKE_AGENT,
+                                     attributes.GEN_AI_AGENT_NAME: name}
+            put_present(attrs, ((attributes.GEN_AI_CONVERSATION_ID, turn.session_id),
+                                (attributes.OTELMW_RUNTIME_ID, turn.runtime_id),
+                                (attributes.OTELMW_TURN_ID, turn.turn_id)))
             span = self.tracer.start_span(f"invoke_agent {name}", kind=_INTERNAL,
                                           attributes=attrs)
             ctx, content = set_span_in_context(span), None
@@ -122,8 +122,8 @@ class TurnSpans:
         try:
             span = token.span
             end_current(token.context_token, span)
-            mattrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT,
-                                      a.GEN_AI_AGENT_NAME: token.agent_name}
+            mattrs: dict[str, Any] = {attributes.GEN_AI_OPERATION_NAME: attributes.OP_INVOKE_AGENT,
+                                      attributes.GEN_AI_AGENT_NAME: token.agent_name}
             if error is not None:
                 mark_exception(span, error, mattrs, with_content=self.content.on_spans)
             elif failed:
@@ -142,9 +142,10 @@ class TurnSpans:
 
 def _show_turn_content(span: trace.Span, content: TurnContent) -> None:
     shown: dict[str, Any] = {}
-    for text, value_key, mime_key in ((content.input_value, a.INPUT_VALUE, a.INPUT_MIME_TYPE),
-                                      (content.output_value, a.OUTPUT_VALUE,
-                                       a.OUTPUT_MIME_TYPE)):
+    for text, value_key, mime_key in ((content.input_value, attributes.INPUT_VALUE,
+                                       attributes.INPUT_MIME_TYPE),
+                                      (content.output_value, attributes.OUTPUT_VALUE,
+                                       attributes.OUTPUT_MIME_TYPE)):
         if text is not None:
             shown[value_key], shown[mime_key] = text, mime_type(text)
     if shown:
