@@ -496,12 +496,15 @@ def base_payload(p: Any, request: Any, original: Any) -> Any:
     return p
 
 
-class ToolInFlight(NamedTuple):
+class ToolInFlight:
     """The pipeline tool call whose base call (the tool itself) runs in this context,
-    and the observer that hears of it."""
+    and the observer that hears of it (made per tool call: slots, not a ``NamedTuple``,
+    whose construction costs more)."""
 
-    call: CallInfo
-    observer: PipelineObserver | None
+    __slots__ = ("call", "observer")
+
+    def __init__(self, call: CallInfo, observer: PipelineObserver | None) -> None:
+        self.call, self.observer = call, observer
 
 
 TOOL_IN_FLIGHT: contextvars.ContextVar[ToolInFlight | None] = contextvars.ContextVar(
