@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _harness as h
-from bench_instructions import counted_calls, per_call
+from bench_instructions import child_or_main, counted_calls, per_call
 
 CALLS = {"full": 2000, "quick": 500}
 ROWS = [("llm", "llm call", 0), ("llm_request", "llm_request", 1),
@@ -72,7 +72,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]))
-    else:
-        main()
+    child_or_main(child, main)

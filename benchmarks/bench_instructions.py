@@ -119,8 +119,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
-if __name__ == "__main__":
+def child_or_main(child: Any, main: Any) -> None:
+    """A counted benchmark's entry: ``--child CONFIG N`` (the process ``count`` runs
+    under valgrind) makes ``child(CONFIG, N)``; anything else runs ``main``."""
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]))
     else:
         main()
+
+
+if __name__ == "__main__":
+    child_or_main(child, main)
