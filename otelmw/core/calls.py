@@ -65,7 +65,7 @@ from .failures import (
 )
 from .payloads import FrozenDict, changed_keys, freeze, thaw, thaw_rewrite
 from .registry import Layer, LayerRegistry
-from .results import NormalizedToolResult
+from .results import MemoryAdapter, NormalizedToolResult
 from .seam import (
     ERROR,
     FAILED,
@@ -571,7 +571,7 @@ def hook_points_wanted(hk: dict[str, tuple[Layer, ...]], obs: PipelineObserver |
                        ) -> tuple[bool, bool]:
     """Whether the ``pre_tool_call`` and the ``post_tool_call``/``transform_tool_result``
     payloads are built: the hook point has callbacks, or hook events are ``all``."""
-    every = obs is not None and obs.hook_events == "all"  # all_hook_events, inline
+    every = all_hook_events(obs)
     return (every or bool(hk[PRE_TOOL_CALL]),
             every or bool(hk[POST_TOOL_CALL] or hk[TRANSFORM_TOOL_RESULT]))
 
@@ -609,7 +609,7 @@ class ToolCallPipeline(Protocol):
     registry: LayerRegistry
     failures: FailureLog
     observer: PipelineObserver | None
-    memory_adapters: tuple[Any, ...]
+    memory_adapters: tuple[MemoryAdapter, ...]
 
     def _tool_prepare(self, call: CallInfo, args: Any) -> tuple[Any, Any, dict[str, Any]]: ...
 

@@ -49,7 +49,7 @@ from .failures import (
 )
 from .payloads import FrozenDict, changed_keys, freeze, thaw, thaw_rewrite
 from .registry import Layer, LayerRegistry
-from .results import NormalizedToolResult
+from .results import MemoryAdapter, NormalizedToolResult
 from .seam import (
     ERROR,
     FAILED,
