@@ -17,14 +17,13 @@ has both otelmw and it).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _harness as h
-from bench_instructions import child_or_main, counted_calls, per_call
+from bench_instructions import child_or_main, counted_calls, per_call, require_valgrind
 
 CALLS = {"full": 2000, "quick": 500}
 ROWS = [("llm", "llm call", 0), ("llm_request", "llm_request", 1),
@@ -43,8 +42,7 @@ def child(config: str, n: int) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = h.common_args(argv, __doc__.splitlines()[0])
-    if shutil.which("valgrind") is None:
-        sys.exit("benchmark 2b needs valgrind on PATH (Debian: apt-get install valgrind)")
+    require_valgrind("2b")
     n = CALLS["quick" if args.quick else "full"]
     instr: dict[str, float] = {}
     rows, targets = [], {}

@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _harness as h
-from bench_instructions import counted_calls, per_call
+from bench_instructions import counted_calls, per_call, require_valgrind
 
 LENGTHS = (1, 100, 800)
 MESSAGE_CHARS = 300
@@ -113,8 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", default=None, help="write raw results here")
     p.add_argument("-v", "--verbose", action="store_true", help="log every count")
     args = p.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        sys.exit("benchmark 6 needs valgrind on PATH (Debian: apt-get install valgrind)")
+    require_valgrind("6")
     lengths = [int(x) for x in args.lengths.split(",")]
     calls = {k: args.calls or CALLS["quick" if args.quick else "full"][k] for k in lengths}
     instr: dict[int, dict[str, float]] = {}

@@ -84,10 +84,16 @@ def per_call(script: str, args: list[str], n: int) -> float:
     return (some - none) / n
 
 
+def require_valgrind(benchmark: str) -> None:
+    """Exit with what to install when valgrind, which counts the instructions, is missing."""
+    if shutil.which("valgrind") is None:
+        sys.exit(f"benchmark {benchmark} needs valgrind on PATH "
+                 "(Debian: apt-get install valgrind)")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = h.common_args(argv, __doc__.splitlines()[0])
-    if shutil.which("valgrind") is None:
-        sys.exit("benchmark 1b needs valgrind on PATH (Debian: apt-get install valgrind)")
+    require_valgrind("1b")
     n = CALLS["quick" if args.quick else "full"]
     instr: dict[str, float] = {}
     for config in CONFIGS:
