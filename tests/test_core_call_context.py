@@ -5,7 +5,7 @@
   model call of the same turn (``contract.ModelCallLink``), else a new id. Calls in
   different turns, or outside any turn, are never linked.
 * What a task or thread is inside of — its runtime context and the LLM call in
-  flight — is one typed ``CallContext`` with public accessors.
+  flight — is read as one typed ``CallContext``, through public accessors.
 * ``current_runtime_context()`` is a getter: it never calls into the observer; the
   pipeline leaves a turn finished elsewhere where its next call starts.
 """

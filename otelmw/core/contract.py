@@ -90,8 +90,8 @@ class RuntimeContext:
 
 
 class CallContext(NamedTuple):
-    """What the calling task or thread is inside of (one ContextVar, so the two never
-    disagree about which task they belong to)."""
+    """What the calling task or thread is inside of, read at once
+    (``current_call_context``)."""
 
     runtime: RuntimeContext
     # The pipeline LLM call in flight, if any: a nested layer (the provider SDK
@@ -100,51 +100,57 @@ class CallContext(NamedTuple):
 
 
 _EMPTY_CONTEXT: Final = RuntimeContext()
-_NO_CALL_CONTEXT: Final = CallContext(_EMPTY_CONTEXT, None)
-_call_context: contextvars.ContextVar[CallContext] = contextvars.ContextVar(
-    "otelmw_call_context", default=_NO_CALL_CONTEXT
+# Two ContextVars, both of the calling task or thread (a context copy holds both): the
+# LLM call in flight changes on every call, and setting a var of its own costs a set,
+# where one var holding both needed a new record per call (~4k instructions,
+# benchmark 1b). Each is reset by its own token.
+_runtime_context: contextvars.ContextVar[RuntimeContext] = contextvars.ContextVar(
+    "otelmw_runtime_context", default=_EMPTY_CONTEXT
+)
+_llm_call: contextvars.ContextVar[CallInfo | None] = contextvars.ContextVar(
+    "otelmw_llm_call", default=None
 )
 
 
 def current_call_context() -> CallContext:
     """The call context of the calling task/thread."""
-    return _call_context.get()
+    return CallContext(_runtime_context.get(), _llm_call.get())
 
 
 def current_llm_call() -> CallInfo | None:
     """The pipeline LLM call in flight in this task/thread, if any."""
-    return _call_context.get().llm_call
+    return _llm_call.get()
 
 
-def set_current_llm_call(call: CallInfo | None) -> contextvars.Token[CallContext]:
+def set_current_llm_call(call: CallInfo | None) -> contextvars.Token[CallInfo | None]:
     """Make ``call`` (or no call) the current LLM call; undo with ``reset_current_llm_call``.
     Host adapters use it to keep their own middleware outside the request."""
-    return _call_context.set(CallContext(_call_context.get().runtime, call))
+    return _llm_call.set(call)
 
 
-def reset_current_llm_call(token: contextvars.Token[CallContext]) -> None:
+def reset_current_llm_call(token: contextvars.Token[CallInfo | None]) -> None:
     try:
-        _call_context.reset(token)
+        _llm_call.reset(token)
     except ValueError:  # token from another context: leave the var as it is there
         pass
 
 
-def enter_runtime_context(ctx: RuntimeContext) -> contextvars.Token[CallContext]:
+def enter_runtime_context(ctx: RuntimeContext) -> contextvars.Token[RuntimeContext]:
     """Make ``ctx`` the runtime context of the calling task/thread (the LLM call in
     flight stays); undo with ``leave_runtime_context``."""
-    return _call_context.set(CallContext(ctx, _call_context.get().llm_call))
+    return _runtime_context.set(ctx)
 
 
-def leave_runtime_context(token: contextvars.Token[CallContext] | None,
+def leave_runtime_context(token: contextvars.Token[RuntimeContext] | None,
                           outer: RuntimeContext) -> None:
     """Back to ``outer``: by ``token`` when it is this context's own, else by value (a
     copy of the context, or a generator finalised elsewhere, cannot reset it)."""
     try:
         if token is None:
             raise ValueError
-        _call_context.reset(token)
+        _runtime_context.reset(token)
     except (ValueError, RuntimeError):
-        _call_context.set(CallContext(outer, _call_context.get().llm_call))
+        _runtime_context.set(outer)
 
 
 class TurnMark:
@@ -159,7 +165,7 @@ class TurnMark:
     def __init__(self, outer: RuntimeContext) -> None:
         self.closed = False
         self.outer = outer
-        self.token: contextvars.Token[CallContext] | None = None
+        self.token: contextvars.Token[RuntimeContext] | None = None
         # The observer's part: restore its own context (OpenTelemetry's) here.
         self.on_leave: Callable[[], None] | None = None
 
@@ -176,7 +182,7 @@ class TurnMark:
                 self.on_leave()
             except Exception:  # an observer must not break the call path
                 pass
-        return _call_context.get().runtime
+        return _runtime_context.get()
 
 
 def current_runtime_context() -> RuntimeContext:
@@ -184,7 +190,7 @@ def current_runtime_context() -> RuntimeContext:
     the turns that have finished: calls made after a turn ended are never attributed
     (or parented) to it. A getter: the calling context keeps holding a finished turn
     until the pipeline leaves it (``leave_finished_turns``)."""
-    ctx = _call_context.get().runtime
+    ctx = _runtime_context.get()
     mark = ctx.turn
     while mark is not None and mark.closed:
         ctx = mark.outer
@@ -196,7 +202,7 @@ def leave_finished_turns() -> RuntimeContext:
     """Leave, in the calling context, every turn that has finished elsewhere (its
     observer restores its own context), and return the runtime context then current.
     The pipeline calls it where a call or a turn starts."""
-    ctx = _call_context.get().runtime
+    ctx = _runtime_context.get()
     mark = ctx.turn
     while mark is not None and mark.closed:
         ctx = mark.leave()
