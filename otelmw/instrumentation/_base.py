@@ -202,8 +202,8 @@ class OtelmwInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # otelmw's own are named after their module: otelmw_<x> for otelmw.instrumentation.<x>
-        package, _, rest = cls.__module__.partition("otelmw.instrumentation.")
+        # otelmw's own are named after their module: otelmw_<x> for <this package>.<x>
+        package, _, rest = cls.__module__.partition(f"{__package__}.")
         if not package and rest and "entry_point" not in vars(cls):
             cls.entry_point = "otelmw_" + rest.split(".", 1)[0]
 
