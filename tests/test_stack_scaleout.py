@@ -69,12 +69,14 @@ KILL_AT_S = 88.0  # gateway 1, after gateway 2 is back
 DOWN_S = 8.0
 DECISION_WAIT_S = 60.0  # collector/gateway-tier.yaml (checked below)
 BASELINE = 0.10  # its probabilistic policy
+HASH_SALT = "default-hash-seed"  # the processor's, when the policy sets no hash_salt
 SLOW_S = 5.0  # its latency policy
 # A turn's first span reaches its gateway within the SDK's batch delay (0.2 s here) and
 # the agent's batch timeout (2 s); the gateway decides on its next 1 s tick after
 # decision_wait and exports within its batch timeout (2 s). Traces begun more than
 # decision_wait + MARGIN_S before a fault were decided and exported before it.
 MARGIN_S = 7.0
+STATUS_ERROR = 2  # ReceivedSpan.status_code of an ERROR span (the proto's value)
 TAP_FLUSH = "50ms"  # the tap's file exporter buffers this long: a kill loses as much of it
 
 
@@ -178,6 +180,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     assert sampling["decision_wait"] == f"{DECISION_WAIT_S:.0f}s"
     policies = {p["type"]: p for p in sampling["policies"]}
     assert policies["probabilistic"]["probabilistic"]["sampling_percentage"] == BASELINE * 100
+    assert policies["probabilistic"]["probabilistic"].get("hash_salt", HASH_SALT) == HASH_SALT
     assert policies["latency"]["latency"]["threshold_ms"] == SLOW_S * 1000
     assert policies["status_code"]["status_code"]["status_codes"] == ["ERROR"]
     with ExitStack() as stop:
@@ -315,20 +318,21 @@ def test_kept_traces_are_whole_on_their_gateway_and_errors_always_kept(run: Run)
 
 def baseline_keeps(trace_id: str) -> bool:
     """The probabilistic policy's decision, which depends on the trace id alone: FNV-1a 64
-    of the salt (``hash_salt``, default ``default-hash-seed``) and the id's 16 bytes, kept
-    when at most the percentage's share of 2**64 - 1 (the processor's probabilistic.go).
-    Knowing it per trace, the test checks each healthy trace's fate exactly, not a rate."""
+    of the salt (``HASH_SALT``) and the id's 16 bytes, kept when at most the percentage's
+    share of 2**64 - 1 (the processor's probabilistic.go). Knowing it per trace, the test
+    checks each healthy trace's fate exactly, not a rate."""
     value = 0xCBF29CE484222325
-    for byte in b"default-hash-seed" + bytes.fromhex(trace_id):
+    for byte in HASH_SALT.encode() + bytes.fromhex(trace_id):
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return value <= int(Fraction(2**64 - 1) * Fraction(BASELINE))  # exact, as Go's big.Float
 
 
 def test_healthy_traces_kept_by_the_baseline_policy_alone(run: Run) -> None:
     """A healthy trace (no error span, not slow) is kept exactly when the probabilistic
-    policy samples its trace id; the kept fraction is the policy's 10 %."""
+    policy samples its trace id (the kept fraction it prints is about the policy's 10 %)."""
     turns = [t for t in run.turns if run.unaffected(t)]
-    healthy = [t for t in turns if not any(s.status_code == 2 for s in run.spans[t.trace_id])
+    healthy = [t for t in turns
+               if not any(s.status_code == STATUS_ERROR for s in run.spans[t.trace_id])
                and run.duration_s(t.trace_id) <= SLOW_S]
     n = len(healthy)
     kept = [t for t in healthy if run.kept_in(t.trace_id)]

@@ -102,7 +102,7 @@ class CallContext(NamedTuple):
 _EMPTY_CONTEXT: Final = RuntimeContext()
 # Two ContextVars, both of the calling task or thread (a context copy holds both): the
 # LLM call in flight changes on every call, and setting a var of its own costs a set,
-# where one var holding both needed a new record per call (~4k instructions,
+# where one var holding both needed a new record per call (~3k instructions,
 # benchmark 1b). Each is reset by its own token.
 _runtime_context: contextvars.ContextVar[RuntimeContext] = contextvars.ContextVar(
     "otelmw_runtime_context", default=_EMPTY_CONTEXT
