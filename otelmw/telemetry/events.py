@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from opentelemetry import _logs
+from opentelemetry.context import Context
 from opentelemetry.trace import set_span_in_context
 
 from ..core.contract import CallInfo
@@ -115,6 +116,11 @@ def _plain(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
     return attributes
 
 
+def _span_context(op: OpState) -> Context:
+    """The context of ``op``'s span, where its events are emitted."""
+    return op.context if op.context is not None else set_span_in_context(op.span)
+
+
 def _text(fitted: MessageValue | None) -> str | None:
     return None if fitted is None else fitted.text
 
@@ -185,7 +191,7 @@ class InferenceEvents:
                 attrs[key] = fitted.value
         self.logger.emit(event_name=EV_INFERENCE_DETAILS,
                          severity_number=_logs.SeverityNumber.DEBUG, attributes=attrs,
-                         context=set_span_in_context(op.span))
+                         context=_span_context(op))
 
     def _exception(self, op: OpState, error: BaseException) -> None:
         with_content = self.content.on_events
@@ -197,4 +203,4 @@ class InferenceEvents:
                 "".join(traceback.format_exception(error)))
         self.logger.emit(event_name=EV_OPERATION_EXCEPTION,
                          severity_number=_logs.SeverityNumber.WARN, attributes=attrs,
-                         context=set_span_in_context(op.span))
+                         context=_span_context(op))

@@ -55,6 +55,10 @@ _MAX_DEPTH = 32
 _AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 DOCUMENT = "document"  # a modality the schema allows as a string (official instrumentations)
 
+# Built once (``isinstance(v, list | tuple)`` builds the union on every call).
+_SEQUENCES = (list, tuple)
+_SCALARS = (str, bool, int)
+
 
 class RequestContent(NamedTuple):
     """The content attributes of one chat request (each empty when the request has none)."""
@@ -71,7 +75,7 @@ def plain(value: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
     if budget is None:
         budget = [4096]
     budget[0] -= 1
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, _SCALARS):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -84,7 +88,7 @@ def plain(value: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
                 break
             out[k if isinstance(k, str) else str(k)] = plain(v, budget, depth + 1)
         return out
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         items = []
         for v in value:
             if budget[0] < 0:
@@ -127,7 +131,7 @@ def _arguments(raw: Any) -> Any:
 def _seq(value: Any) -> Sequence[Any]:
     # Only a materialized sequence is walked: iterating a generator would drain the
     # caller's request before the SDK reads it.
-    return value if isinstance(value, list | tuple) else ()
+    return value if isinstance(value, _SEQUENCES) else ()
 
 
 # ---------------------------------------------------------------- media
@@ -206,6 +210,8 @@ def content_parts(content: Any) -> list[Part]:
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
     parts: list[Part] = []
+    if content is None:  # (an assistant message with tool calls; no system instructions)
+        return parts
     for block in _seq(content):
         part = _block_part(block)
         if part is not None:
@@ -403,7 +409,7 @@ def system_parts(system: Any) -> list[Part]:
     """Anthropic's ``system`` / the Responses API's ``instructions``: a string or blocks."""
     if isinstance(system, str):
         return [{"type": "text", "content": system}] if system else []
-    return [p for p in content_parts(system) if p["type"] == "text"]
+    return [p for p in content_parts(system) if p["type"] == "text"] if system else []
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]]:
@@ -495,7 +501,7 @@ def output_messages(response: Any) -> list[Message]:
     """The output messages of a full response: one per choice (OpenAI chat), the one
     generation of a Responses API response or an Anthropic message."""
     choices = get(response, "choices")
-    if isinstance(choices, list | tuple):
+    if isinstance(choices, _SEQUENCES):
         out = []
         for choice in choices:
             message = get(choice, "message")
@@ -506,10 +512,10 @@ def output_messages(response: Any) -> list[Message]:
                         "finish_reason": finish_reason(get(choice, "finish_reason"))})
         return out
     output = get(response, "output")
-    if isinstance(output, list | tuple) and get(response, "object") == "response":
+    if isinstance(output, _SEQUENCES) and get(response, "object") == "response":
         return _responses_output(response, output)
     content = get(response, "content")
-    if isinstance(content, list | tuple) and get(response, "type") == "message":
+    if isinstance(content, _SEQUENCES) and get(response, "type") == "message":
         return [{"role": _str(get(response, "role")) or "assistant",
                  "parts": content_parts(content),
                  "finish_reason": finish_reason(get(response, "stop_reason"))}]

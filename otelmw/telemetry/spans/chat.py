@@ -1,16 +1,15 @@
-"""``chat`` spans: born in ``ModelCallSpans.start`` (with the request's messages,
-system instructions and tool definitions, in the conventions' shapes, when content
-goes on spans), renamed when a rewrite changes the model (``request_rewritten``),
-enriched by the provider SDK layer under a host-level call (``enriched``), ended with
-the response's facts and output messages (``finish``/``end``) or, for a streamed
-response, when the stream ends (``ChatStream``).
+"""``chat`` spans: born in ``ModelCallSpans.start`` (which renders the request's
+messages, system instructions and tool definitions in the conventions' shapes when
+content goes on spans), renamed when a rewrite changes the model
+(``request_rewritten``), enriched by the provider SDK layer under a host-level call
+(``enriched``), ended with the rendered request content, the response's facts and
+output messages (``finish``/``end``) or, for a streamed response, when the stream
+ends (``ChatStream``).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from opentelemetry import trace
 
 from ...core.contract import CallInfo
 from .. import attributes
@@ -194,6 +193,18 @@ class EnrichStream:
             self.clock.chat.signals.internal_failure("stream_end", exc)
 
 
+def _request_content(rendered: Any) -> dict[str, Any]:
+    """The span's request content attributes (JSON text) of what ``_content_on_start``
+    rendered, first among its end attributes, in the order they were set on the span
+    when it started."""
+    if not isinstance(rendered, ChatMessages):
+        return {}
+    return {key: value.text for key, value in (
+        (attributes.GEN_AI_INPUT_MESSAGES, rendered.input_messages),
+        (attributes.GEN_AI_SYSTEM_INSTRUCTIONS, rendered.system_instructions),
+        (attributes.GEN_AI_TOOL_DEFINITIONS, rendered.tool_definitions)) if value is not None}
+
+
 class ChatStream(EnrichStream):
     """Finisher for a streamed chat response: absorbs chunks, times them
     (``ChunkClock``), ends the span."""
@@ -224,20 +235,17 @@ class ChatSpans(ModelCallSpans):
         super().__init__(signals)
         self.events = InferenceEvents(signals)  # the conventions' events of each call
 
-    def _content_on_start(self, span: trace.Span, request: Any) -> ChatMessages | None:
+    def _content_on_start(self, request: Any) -> ChatMessages | None:
         """The request's messages, system instructions and tool definitions, in the
-        conventions' shapes (``messages``), each cut to the content limit; returned for
-        the call's events and turn to reuse (``None``: the request could not be read)."""
+        conventions' shapes (``messages``), each cut to the content limit, rendered when
+        the call starts (what was sent: the host may change its request objects later);
+        they go on the span with its end attributes (one attribute set instead of two),
+        and its events and turn reuse them (``None``: the request could not be read)."""
         try:  # a request the shapes cannot read costs its content, never the span
-            rendered = chat_messages(self.content, request, None)
+            return chat_messages(self.content, request, None)
         except Exception as exc:
             self.signals.internal_failure("input_messages", exc)
             return None
-        span.set_attributes({key: value.text for key, value in (
-            (attributes.GEN_AI_INPUT_MESSAGES, rendered.input_messages),
-            (attributes.GEN_AI_SYSTEM_INSTRUCTIONS, rendered.system_instructions),
-            (attributes.GEN_AI_TOOL_DEFINITIONS, rendered.tool_definitions)) if value is not None})
-        return rendered
 
     def _output_messages(self, op: OpState, facts: ResponseFacts) -> str | None:
         """``gen_ai.output.messages`` of what ``facts`` collected (``None``: nothing),
@@ -275,7 +283,7 @@ class ChatSpans(ModelCallSpans):
             if isinstance(model, str) and model and model != op.model:
                 self._model_changed(op, model)
             if self.content.on_spans and op.span.is_recording():
-                op.content = self._content_on_start(op.span, request)
+                op.content = self._content_on_start(request)
         except Exception as exc:
             self.signals.internal_failure("request_rewritten", exc)
 
@@ -352,7 +360,7 @@ class ChatSpans(ModelCallSpans):
         span, duration = op.span, perf_counter() - op.start
         response_model = self.response_model(op, facts.model)
         if span.is_recording():
-            attrs: dict[str, Any] = {}
+            attrs = _request_content(op.content)
             request = op.request
             if isinstance(request, dict):  # the effective request (see request_rewritten)
                 try:  # a hostile request value must not keep the span from ending

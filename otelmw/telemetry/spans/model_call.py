@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from ...core.contract import CallInfo
@@ -79,16 +78,17 @@ class ModelCallSpans:
         # content, the costly part, for is_recording().
         attrs = call_ids(call, dict(endpoint.span_attributes))
         span = self.tracer.start_span(endpoint.span_name, kind=_CLIENT, attributes=attrs)
-        rendered = self._content_on_start(span, request) if (
+        rendered = self._content_on_start(request) if (
             self.content.on_spans and span.is_recording()) else None
-        op = OpState(span, attach(set_span_in_context(span)), perf_counter(),
-                     dict(endpoint.metric_attributes), request)
+        context = set_span_in_context(span)
+        op = OpState(span, attach(context), perf_counter(),
+                     dict(endpoint.metric_attributes), request, context)
         op.content, op.model = rendered, call.model
         return op
 
-    def _content_on_start(self, span: trace.Span, request: Any) -> Any:
-        """Content the span carries from its start (content on spans, recording); what
-        was rendered, kept as ``OpState.content``."""
+    def _content_on_start(self, request: Any) -> Any:
+        """The request's content, rendered when the call starts (content on spans,
+        recording), kept as ``OpState.content`` for the span's end."""
         return None
 
     def response_model(self, op: OpState, model: str | None) -> str | None:

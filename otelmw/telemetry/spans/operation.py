@@ -157,12 +157,16 @@ class OpState:
     """One call's observation: its span state from the span's start to its end (the
     core keeps it on ``CallInfo.observation`` and hands it back with the call)."""
 
-    __slots__ = ("attrs", "content", "digests", "facts", "model", "original_model", "request",
-                 "span", "start", "token")
+    __slots__ = ("attrs", "content", "context", "digests", "facts", "model", "original_model",
+                 "request", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
-                 attrs: dict[str, Any], request: Any = None) -> None:
+                 attrs: dict[str, Any], request: Any = None,
+                 context: otel_context.Context | None = None) -> None:
         self.span, self.token, self.start = span, token, start
+        # The context the span was made current in (``None``: it was not), where the
+        # call's events are emitted (one context built per call, not one per event).
+        self.context = context
         self.attrs = attrs  # the call's metric attributes (its own copy: error.type goes in)
         # chat: the effective request (its parameters go on the span when it ends)
         self.request = request
