@@ -117,7 +117,9 @@ def _plain(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _span_context(op: OpState) -> Context:
-    """The context of ``op``'s span, where its events are emitted."""
+    """The context of ``op``'s span, where its events are emitted. Every chat ``OpState``
+    carries the context its span was made current in (``ModelCallSpans.start``); the
+    fallback keeps an operation made elsewhere from failing the event."""
     return op.context if op.context is not None else set_span_in_context(op.span)
 
 

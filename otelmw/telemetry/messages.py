@@ -29,7 +29,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from .responses import ANTHROPIC_FINISH_REASONS, get
+from .responses import ANTHROPIC_FINISH_REASONS, SEQUENCES, get
 
 Part = dict[str, Any]
 Message = dict[str, Any]
@@ -55,8 +55,7 @@ _MAX_DEPTH = 32
 _AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 DOCUMENT = "document"  # a modality the schema allows as a string (official instrumentations)
 
-# Built once (``isinstance(v, list | tuple)`` builds the union on every call).
-_SEQUENCES = (list, tuple)
+# Built once (``isinstance(v, str | bool | int)`` builds the union on every call).
 _SCALARS = (str, bool, int)
 
 
@@ -88,7 +87,7 @@ def plain(value: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
                 break
             out[k if isinstance(k, str) else str(k)] = plain(v, budget, depth + 1)
         return out
-    if isinstance(value, _SEQUENCES):
+    if isinstance(value, SEQUENCES):
         items = []
         for v in value:
             if budget[0] < 0:
@@ -131,7 +130,7 @@ def _arguments(raw: Any) -> Any:
 def _seq(value: Any) -> Sequence[Any]:
     # Only a materialized sequence is walked: iterating a generator would drain the
     # caller's request before the SDK reads it.
-    return value if isinstance(value, _SEQUENCES) else ()
+    return value if isinstance(value, SEQUENCES) else ()
 
 
 # ---------------------------------------------------------------- media
@@ -409,7 +408,7 @@ def system_parts(system: Any) -> list[Part]:
     """Anthropic's ``system`` / the Responses API's ``instructions``: a string or blocks."""
     if isinstance(system, str):
         return [{"type": "text", "content": system}] if system else []
-    return [p for p in content_parts(system) if p["type"] == "text"] if system else []
+    return [p for p in content_parts(system) if p["type"] == "text"]
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]]:
@@ -501,7 +500,7 @@ def output_messages(response: Any) -> list[Message]:
     """The output messages of a full response: one per choice (OpenAI chat), the one
     generation of a Responses API response or an Anthropic message."""
     choices = get(response, "choices")
-    if isinstance(choices, _SEQUENCES):
+    if isinstance(choices, SEQUENCES):
         out = []
         for choice in choices:
             message = get(choice, "message")
@@ -512,10 +511,10 @@ def output_messages(response: Any) -> list[Message]:
                         "finish_reason": finish_reason(get(choice, "finish_reason"))})
         return out
     output = get(response, "output")
-    if isinstance(output, _SEQUENCES) and get(response, "object") == "response":
+    if isinstance(output, SEQUENCES) and get(response, "object") == "response":
         return _responses_output(response, output)
     content = get(response, "content")
-    if isinstance(content, _SEQUENCES) and get(response, "type") == "message":
+    if isinstance(content, SEQUENCES) and get(response, "type") == "message":
         return [{"role": _str(get(response, "role")) or "assistant",
                  "parts": content_parts(content),
                  "finish_reason": finish_reason(get(response, "stop_reason"))}]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # Built once (``isinstance(v, list | tuple)`` builds the union on every call).
-_SEQUENCES = (list, tuple)
+SEQUENCES = (list, tuple)
 
 
 class OutputSink(Protocol):
@@ -160,7 +160,7 @@ class ResponseFacts:
         if isinstance(tier, str):
             self.service_tier = tier
         choices = get(obj, "choices")
-        if isinstance(choices, _SEQUENCES):
+        if isinstance(choices, SEQUENCES):
             fingerprint = get(obj, "system_fingerprint")
             if isinstance(fingerprint, str):
                 self.system_fingerprint = fingerprint
@@ -184,7 +184,7 @@ class ResponseFacts:
             return
         self._take_identity(chunk, keep_first_id=True)
         choices = get(chunk, "choices")
-        if isinstance(choices, _SEQUENCES):
+        if isinstance(choices, SEQUENCES):
             for ch in choices:
                 self.add_finish(get(ch, "finish_reason"))
         self.add_usage(get(chunk, "usage"))
@@ -225,12 +225,12 @@ class EmbeddingsFacts:
         tokens = _int(get(usage, "prompt_tokens"))
         self.input_tokens = tokens if tokens is not None else _int(get(usage, "input_tokens"))
         data = get(obj, "data")
-        if isinstance(data, _SEQUENCES) and data:
+        if isinstance(data, SEQUENCES) and data:
             self.dimensions = _dimensions(get(data[0], "embedding"))
 
 
 def _dimensions(vector: Any) -> int | None:
-    if isinstance(vector, _SEQUENCES):
+    if isinstance(vector, SEQUENCES):
         return len(vector) or None
     if isinstance(vector, str) and vector:  # base64 of little-endian float32s
         size = len(vector) * 3 // 4 - (2 if vector.endswith("==") else

@@ -194,9 +194,9 @@ class EnrichStream:
 
 
 def _request_content(rendered: Any) -> dict[str, Any]:
-    """The span's request content attributes (JSON text) of what ``_content_on_start``
-    rendered, first among its end attributes, in the order they were set on the span
-    when it started."""
+    """The span's request content attributes (JSON text): what ``_content_on_start``
+    rendered when the call started, set first among the span's end attributes (one
+    attribute set a call instead of two), in the order it rendered them."""
     if not isinstance(rendered, ChatMessages):
         return {}
     return {key: value.text for key, value in (
