@@ -383,8 +383,11 @@ class ContentPolicy:
             if size > self.max_length:
                 return False
         cap = self.max_length * 4
-        return bool(taken) and all(slot.redacts_nothing(cap)
-                                   for item in taken for slot in _slots(item))
+        for item in taken:
+            for part, key, kind in _contents(item):
+                if not _redacts_nothing(part[key], kind, cap):
+                    return False
+        return bool(taken)
 
     def _fit_cut(self, taking: Iterable[dict[str, Any]], newest_first: bool
                  ) -> list[dict[str, Any]] | None:
@@ -395,7 +398,7 @@ class ContentPolicy:
         size = 2  # the list's brackets
         reserved = 0  # room kept for the contents of the items taken
         for item in taking:
-            slots = list(_slots(item))
+            slots = _slots(item)
             for slot in slots:
                 slot.empty()
             skeleton = len(_dumps(item)) + (1 if kept else 0)
@@ -451,19 +454,6 @@ class _Slot:
         value = self.value
         return min(len(value) if isinstance(value, str) else MIN_SHARE, MIN_SHARE)
 
-    def redacts_nothing(self, cap: int) -> bool:
-        """Whether ``redact(cap)`` would leave this content as it is (its container
-        untouched), for a content shorter than ``cap``."""
-        value = self.value
-        if self.kind == BINARY:
-            return isinstance(value, str)
-        if isinstance(value, str):
-            return redact(value) == value
-        if self.kind == OPTIONAL and not isinstance(value, dict | bool):
-            return False
-        text, whole = _bounded_json(_COMPACT, value, cap)
-        return whole and redact(text) == text
-
     def redact(self, cap: int) -> None:
         """Bounded to ``cap`` characters, then through the redactor (binary data is
         not text: left to the cut alone)."""
@@ -505,13 +495,35 @@ class _Slot:
         self.value = self.container[self.key] = value
 
 
-def _slots(item: dict[str, Any]) -> Iterator[_Slot]:
-    """The content slots of one message, part or tool definition."""
+def _contents(item: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """Where the contents of one message, part or tool definition are: (the part or
+    definition, its content's key, the content's kind), for each content it has."""
+    found = []
     parts = item.get("parts")
     for part in parts if isinstance(parts, list) else (item,):
         for key, kind in CONTENT_FIELDS.get(str(part.get("type")), ()):
             if key in part:
-                yield _Slot(part, key, kind)
+                found.append((part, key, kind))
+    return found
+
+
+def _slots(item: dict[str, Any]) -> list[_Slot]:
+    """The content slots of one message, part or tool definition."""
+    return [_Slot(part, key, kind) for part, key, kind in _contents(item)]
+
+
+def _redacts_nothing(value: Any, kind: str, cap: int) -> bool:
+    """Whether ``_Slot.redact(cap)`` would leave a content of ``kind`` as it is (its
+    container untouched), for a content shorter than ``cap``. (A function of the value,
+    not a ``_Slot`` method: ``_fits_whole`` asks it of every content of every call.)"""
+    if kind == BINARY:
+        return isinstance(value, str)
+    if isinstance(value, str):
+        return redact(value) == value
+    if kind == OPTIONAL and not isinstance(value, dict | bool):
+        return False
+    text, whole = _bounded_json(_COMPACT, value, cap)
+    return whole and redact(text) == text
 
 
 def _share(extras: list[int], budget: int) -> int | None:

@@ -276,44 +276,47 @@ def _openai_tool_calls(tool_calls: Any) -> list[Part]:
     return parts
 
 
-# (pydantic model class, field name) → whether the class neither declares the field nor
-# has an attribute of that name: its instances then hold it, if at all, among their
+# ``reasoning_content`` (DeepSeek, vLLM, OpenRouter and other OpenAI-compatible servers)
+# or ``reasoning`` (Hermes keeps it on assistant messages), in the order looked up.
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+# pydantic model class → whether it neither declares the reasoning fields nor has an
+# attribute of their names: its instances then hold them, if at all, among their
 # undeclared fields (``__pydantic_extra__``). Bounded by the classes a process answers with.
-_UNDECLARED: dict[tuple[type, str], bool] = {}
+_UNDECLARED: dict[type, bool] = {}
 
 
-def _undeclared_field(obj: Any, key: str) -> Any:
-    """``get(obj, key)`` for a field a message seldom has. The SDKs' objects are pydantic
-    models, and ``getattr`` of a field one lacks raises inside pydantic's ``__getattr__``
-    (several times a hit's cost, on every response); a model keeps the fields it does not
-    declare in ``__pydantic_extra__``, so they are looked up there."""
-    if isinstance(obj, dict) or obj is None:
-        return get(obj, key)
-    cls = type(obj)
-    undeclared = _UNDECLARED.get((cls, key))
+def _reasoning_fields(message: Any) -> list[Any]:
+    """``get(message, key)`` of each of ``_REASONING_FIELDS``, fields a message seldom
+    has. The SDKs' objects are pydantic models, and ``getattr`` of a field one lacks
+    raises inside pydantic's ``__getattr__`` (several times a hit's cost, on every
+    response); a model keeps the fields it does not declare in ``__pydantic_extra__``,
+    so they are looked up there, both from one read of it."""
+    if isinstance(message, dict) or message is None:
+        return [get(message, key) for key in _REASONING_FIELDS]
+    cls = type(message)
+    undeclared = _UNDECLARED.get(cls)
     if undeclared is None:
         fields = getattr(cls, "__pydantic_fields__", None)
-        undeclared = isinstance(fields, dict) and key not in fields and not any(
-            key in vars(k) for k in cls.__mro__)
+        undeclared = isinstance(fields, dict) and not any(
+            key in fields or any(key in vars(k) for k in cls.__mro__)
+            for key in _REASONING_FIELDS)
         if len(_UNDECLARED) < 256:
-            _UNDECLARED[(cls, key)] = undeclared
+            _UNDECLARED[cls] = undeclared
     if not undeclared:
-        return get(obj, key)
+        return [get(message, key) for key in _REASONING_FIELDS]
     try:
-        found = vars(obj)
-        if key in found:
-            return found[key]
-        extra = obj.__pydantic_extra__
+        held = vars(message)
+        extra = message.__pydantic_extra__
     except Exception:
-        return get(obj, key)
-    return extra.get(key) if isinstance(extra, dict) else None
+        return [get(message, key) for key in _REASONING_FIELDS]
+    if not isinstance(extra, dict):
+        extra = {}
+    return [held[key] if key in held else extra.get(key) for key in _REASONING_FIELDS]
 
 
 def _reasoning_text(message: Any) -> Part | None:
-    """``reasoning_content`` (DeepSeek, vLLM, OpenRouter and other OpenAI-compatible
-    servers) or ``reasoning`` as text (Hermes keeps it on assistant messages)."""
-    for key in ("reasoning_content", "reasoning"):
-        text = _undeclared_field(message, key)
+    """A message's reasoning text (the first of ``_REASONING_FIELDS`` that holds one)."""
+    for text in _reasoning_fields(message):
         if isinstance(text, str) and text:
             return {"type": "reasoning", "content": text}
     return None
