@@ -291,9 +291,21 @@ def _reasoning_fields(message: Any) -> list[Any]:
     raises inside pydantic's ``__getattr__`` (several times a hit's cost, on every
     response); a model keeps the fields it does not declare in ``__pydantic_extra__``,
     so they are looked up there, both from one read of it."""
-    if isinstance(message, dict) or message is None:
-        return [get(message, key) for key in _REASONING_FIELDS]
-    cls = type(message)
+    if not isinstance(message, dict) and message is not None and _undeclared(type(message)):
+        try:
+            held = vars(message)
+            extra = message.__pydantic_extra__
+        except Exception:
+            pass  # not the model it looked like: read as any object
+        else:
+            if not isinstance(extra, dict):
+                extra = {}
+            return [held[key] if key in held else extra.get(key) for key in _REASONING_FIELDS]
+    return [get(message, key) for key in _REASONING_FIELDS]
+
+
+def _undeclared(cls: type) -> bool:
+    """``_UNDECLARED``'s verdict for ``cls``, worked out on its first message."""
     undeclared = _UNDECLARED.get(cls)
     if undeclared is None:
         fields = getattr(cls, "__pydantic_fields__", None)
@@ -302,16 +314,7 @@ def _reasoning_fields(message: Any) -> list[Any]:
             for key in _REASONING_FIELDS)
         if len(_UNDECLARED) < 256:
             _UNDECLARED[cls] = undeclared
-    if not undeclared:
-        return [get(message, key) for key in _REASONING_FIELDS]
-    try:
-        held = vars(message)
-        extra = message.__pydantic_extra__
-    except Exception:
-        return [get(message, key) for key in _REASONING_FIELDS]
-    if not isinstance(extra, dict):
-        extra = {}
-    return [held[key] if key in held else extra.get(key) for key in _REASONING_FIELDS]
+    return undeclared
 
 
 def _reasoning_text(message: Any) -> Part | None:
