@@ -41,7 +41,7 @@ BENCHES = {
                      "6. OpenAI chat call over conversation length, in instructions (valgrind)"),
     "chain": ("bench_chain.py", "2. Middleware chain vs Hermes Agent"),
     "chain-instructions": ("bench_chain_instructions.py",
-                           "2b. Middleware chain, untraced, in instructions (valgrind)"),
+                           "2b. Middleware chain in instructions (valgrind)"),
     "fastpath": ("bench_fastpath.py", "3. No-middleware path and native bypass"),
     "digests": ("bench_digests.py", "4. Digests by result size"),
     "outage": ("bench_outage.py", "5. Exporter outage"),
