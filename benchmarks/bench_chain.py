@@ -90,7 +90,7 @@ def configs() -> list[str]:
         for call in ("llm", "tool"):
             out.append(f"{impl}/{call}/0")
             for kind in KINDS:
-                if kind.startswith(call):
+                if call_of(kind) == call:
                     out += [f"{impl}/{kind}/{n}" for n in LAYERS]
     out += [f"{impl}/{kind}/{n}" for impl in SPAN_IMPLS for kind in KINDS for n in LAYERS]
     return out
@@ -160,10 +160,14 @@ def _callbacks(kind: str, n: int) -> list[Any]:
     return cbs
 
 
+def call_of(kind: str) -> str:
+    """The call a kind of layer (or a call's own name) belongs to: ``llm`` or ``tool``."""
+    return "llm" if kind.startswith("llm") else "tool"
+
+
 def _parse(config: str) -> tuple[str, str, str, int]:
     impl, kind, n = config.split("/")
-    call = "llm" if kind.startswith("llm") else "tool"
-    return impl, call, kind, int(n)
+    return impl, call_of(kind), kind, int(n)
 
 
 def setup(config: str) -> tuple[Any, Any, Any]:
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         strict=True)] for kind in KINDS for n in LAYERS}
     rows, targets = [], {}
     for kind in KINDS:
-        call = _parse(f"otelmw/{kind}/0")[1]
+        call = call_of(kind)
         for n in (0, *LAYERS):
             key = f"{call}/0" if n == 0 else f"{kind}/{n}"
             o, t, hr = (cpu[f"{i}/{key}"] for i in IMPLS)

@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _harness as h
+import bench_chain  # (the span processor reads its settings when a provider is made: child)
 from bench_instructions import child_or_main, counted_calls, per_call, require_valgrind
 
 CALLS = {"full": 2000, "quick": 500}
@@ -44,8 +45,7 @@ ROWS = [("llm", "llm call", 0), ("llm_request", "llm_request", 1),
 
 
 # Benchmark 2's traced rows: the kinds and layer counts judged against a span in situ.
-TRACED = [(kind, layers) for kind in ("llm_request", "llm_execution", "tool_request",
-                                      "tool_execution") for layers in (1, 5)]
+TRACED = [(kind, layers) for kind in bench_chain.KINDS for layers in bench_chain.LAYERS]
 SPAN = "span"  # a bare span on benchmark 2's provider: the pace of the reference machine
 
 
@@ -59,8 +59,6 @@ def child(config: str, n: int) -> None:
     os.environ.update({"OTEL_BSP_SCHEDULE_DELAY": str(10**9),
                        "OTEL_BSP_MAX_QUEUE_SIZE": str(10**6),
                        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": str(10**6)})
-    import bench_chain
-
     if config == SPAN:
         from _otel import dropping_provider
 
@@ -86,9 +84,10 @@ def traced_rows(n: int, instr: dict[str, float], verbose: bool
         return instr[config]
 
     allowance = counted(SPAN) * 2.0 / h.REFERENCE_SPAN_US
-    rows, targets = [], {}
+    rows: list[list[Any]] = []
+    targets: dict[str, bool | None] = {}
     for kind, layers in TRACED:
-        call = "llm" if kind.startswith("llm") else "tool"
+        call = bench_chain.call_of(kind)
         layer = (counted(f"otelmw-traced/{kind}/{layers}")
                  - counted(f"otelmw-traced/{call}/0")) / layers
         in_situ = (counted(f"otelmw-callbackspans/{kind}/{layers}")
