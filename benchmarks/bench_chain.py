@@ -38,6 +38,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -165,14 +166,14 @@ def call_of(kind: str) -> str:
     return "llm" if kind.startswith("llm") else "tool"
 
 
-def _parse(config: str) -> tuple[str, str, str, int]:
+def parse_config(config: str) -> tuple[str, str, str, int]:
     impl, kind, n = config.split("/")
     return impl, call_of(kind), kind, int(n)
 
 
 def setup(config: str) -> tuple[Any, Any, Any]:
     """Returns (fn, tracer provider or None, exporter or None)."""
-    impl, call, kind, n = _parse(config)
+    impl, call, kind, n = parse_config(config)
     cbs = _callbacks(kind, n) if n else []
 
     def execute_llm(request: Any) -> Any:
@@ -227,14 +228,19 @@ def setup(config: str) -> tuple[Any, Any, Any]:
     return fn, tp, exporter
 
 
+def bare_span(tracer: Any) -> Callable[[], None]:
+    """One bare span on ``tracer`` (``start_span().end()``, a layer span's name): the
+    machine's pace (``_harness.MachineSpeed``; benchmark 2b counts it in instructions)."""
+    def bare() -> None:
+        tracer.start_span("tool_execution bench.tool_execution_0").end()
+    return bare
+
+
 def span_costs(tp: TracerProvider, exporter: Any, params: dict[str, Any]) -> dict[str, float]:
     tracer = tp.get_tracer("bench-span")
     internal = trace.SpanKind.INTERNAL
     attach, detach, set_in = otel_context.attach, otel_context.detach, trace.set_span_in_context
-
-    def bare() -> None:
-        tracer.start_span("tool_execution bench.tool_execution_0").end()
-
+    bare = bare_span(tracer)
     # run as a child of an operation span, as a layer's is
     contract = _contract_callbacks("tool_execution", 1, tracer)[0]
     n = h.calibrate(contract, params["batch_s"])
@@ -322,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "≤ 0.5×", "otelmw traced", "traced µs / layer", "span in situ",
                    "per layer − span", "≤ span + 2 µs", "per layer − loop span"], rows))
     spc = {c: h.med(r["spans_per_call"] for r in raw[c]) for c in cfgs
-           if _parse(c)[0] in ("otelmw-traced", "otelmw-callbackspans")}
+           if parse_config(c)[0] in ("otelmw-traced", "otelmw-callbackspans")}
     bad = {c: v for c, v in spc.items() if abs(v - (1 + int(c.rsplit("/", 1)[1]))) > 0.01}
     print(f"\nSpans exported per traced call match 1 + layers: {h.fmt(not bad)}"
           + (f" (dropped/extra: {bad})" if bad else ""))

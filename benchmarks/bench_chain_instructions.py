@@ -37,15 +37,10 @@ import bench_chain  # (the span processor reads its settings when a provider is 
 from bench_instructions import child_or_main, counted_calls, per_call, require_valgrind
 
 CALLS = {"full": 2000, "quick": 500}
-ROWS = [("llm", "llm call", 0), ("llm_request", "llm_request", 1),
-        ("llm_request", "llm_request", 5), ("llm_execution", "llm_execution", 1),
-        ("llm_execution", "llm_execution", 5), ("tool", "tool call", 0),
-        ("tool_request", "tool_request", 1), ("tool_request", "tool_request", 5),
-        ("tool_execution", "tool_execution", 1), ("tool_execution", "tool_execution", 5)]
-
-
-# Benchmark 2's traced rows: the kinds and layer counts judged against a span in situ.
-TRACED = [(kind, layers) for kind in bench_chain.KINDS for layers in bench_chain.LAYERS]
+# The untraced rows, (kind, layers): benchmark 2's otelmw configurations, in its order.
+ROWS = [(kind, layers) for impl, _, kind, layers in map(bench_chain.parse_config,
+                                                         bench_chain.configs())
+        if impl == "otelmw"]
 SPAN = "span"  # a bare span on benchmark 2's provider: the pace of the reference machine
 
 
@@ -62,39 +57,41 @@ def child(config: str, n: int) -> None:
     if config == SPAN:
         from _otel import dropping_provider
 
-        tracer = dropping_provider()[0].get_tracer("bench-span")
-
-        def bare_span() -> None:
-            tracer.start_span("tool_execution bench.tool_execution_0").end()
-
-        counted_calls(bare_span, n)
+        counted_calls(bench_chain.bare_span(dropping_provider()[0].get_tracer("bench-span")),
+                      n)
         return
     counted_calls(bench_chain.setup(config)[0], n)
+
+
+def counted(config: str, n: int, instr: dict[str, float], verbose: bool) -> float:
+    """``config``'s instructions per call over ``n`` calls, counted once into ``instr``."""
+    if config not in instr:
+        instr[config] = per_call(__file__, [config], n)
+        if verbose:
+            print(f"{config}: {instr[config]:.0f} instructions per call", file=sys.stderr)
+    return instr[config]
 
 
 def traced_rows(n: int, instr: dict[str, float], verbose: bool
                 ) -> tuple[list[list[Any]], dict[str, bool | None], float]:
     """Benchmark 2's traced rows in instructions (see the module docstring): the
     table's rows, their targets and the allowance (2 µs of the reference machine)."""
-    def counted(config: str) -> float:
-        if config not in instr:
-            instr[config] = per_call(__file__, [config], n)
-            if verbose:
-                print(f"{config}: {instr[config]:.0f} instructions per call", file=sys.stderr)
-        return instr[config]
+    def count(config: str) -> float:
+        return counted(config, n, instr, verbose)
 
-    allowance = counted(SPAN) * 2.0 / h.REFERENCE_SPAN_US
+    allowance = count(SPAN) * 2.0 / h.REFERENCE_SPAN_US
     rows: list[list[Any]] = []
     targets: dict[str, bool | None] = {}
-    for kind, layers in TRACED:
+    for kind in bench_chain.KINDS:
         call = bench_chain.call_of(kind)
-        layer = (counted(f"otelmw-traced/{kind}/{layers}")
-                 - counted(f"otelmw-traced/{call}/0")) / layers
-        in_situ = (counted(f"otelmw-callbackspans/{kind}/{layers}")
-                   - counted(f"otelmw-nolayerspans/{kind}/{layers}")) / layers
-        ok = layer - in_situ <= allowance
-        targets[f"instructions: traced {kind} layer ≤ span (in situ) + 2 µs (×{layers})"] = ok
-        rows.append([kind, layers, layer, in_situ, layer - in_situ, h.verdict(ok)])
+        for layers in bench_chain.LAYERS:
+            layer = (count(f"otelmw-traced/{kind}/{layers}")
+                     - count(f"otelmw-traced/{call}/0")) / layers
+            in_situ = (count(f"otelmw-callbackspans/{kind}/{layers}")
+                       - count(f"otelmw-nolayerspans/{kind}/{layers}")) / layers
+            ok = layer - in_situ <= allowance
+            targets[f"instructions: traced {kind} layer ≤ span (in situ) + 2 µs (×{layers})"] = ok
+            rows.append([kind, layers, layer, in_situ, layer - in_situ, h.verdict(ok)])
     return rows, targets, allowance
 
 
@@ -104,19 +101,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n = CALLS["quick" if args.quick else "full"]
     instr: dict[str, float] = {}
     rows, targets = [], {}
-    for kind, label, layers in ROWS:
-        counts = []
-        for impl in ("otelmw", "hermes"):
-            config = f"{impl}/{kind}/{layers}"
-            instr[config] = per_call(__file__, [config], n)
-            counts.append(instr[config])
-            if args.verbose:
-                print(f"{config}: {instr[config]:.0f} instructions per call", file=sys.stderr)
+    for kind, layers in ROWS:
+        counts = [counted(f"{impl}/{kind}/{layers}", n, instr, args.verbose)
+                  for impl in ("otelmw", "hermes")]
         ratio = counts[0] / counts[1]
         ok = None if layers == 0 else ratio <= 0.5
         if layers:
             targets[f"instructions: untraced {kind} ×{layers} ≤ 0.5 × Hermes"] = ok
-        rows.append([label, layers, counts[0], counts[1], ratio, h.verdict(ok)])
+        rows.append([f"{kind} call" if layers == 0 else kind, layers, counts[0], counts[1],
+                     ratio, h.verdict(ok)])
     print(f"\n### 2b. Middleware chain, untraced, in instructions ({n} calls per "
           "configuration, valgrind; per call)\n")
     print(h.table(["kind", "layers", "otelmw instructions", "Hermes instructions",
