@@ -8,7 +8,10 @@
 # "# hosts:" line names the hosts it provides (tests marked for other hosts are
 # deselected); "# only:" limits it to the tests of those hosts; "# also:" names a
 # dependency pinned beside the hosts because a pinned host release needs an older one.
-# OTELMW_TEST_ENVS="current" runs a subset of environments.
+# OTELMW_TEST_ENVS="current" runs a subset of environments. The environments limited to
+# some hosts run first, each venv is built while the environment before it runs its
+# tests, and each pytest run uses pytest-xdist (OTELMW_TEST_WORKERS, default one worker
+# per CPU; 0: one process).
 #
 # Components (scripts/components/*.txt) are programs the tests start that need a Python
 # of their own (Arize Phoenix: its ~140 dependencies include an anthropic 1.x, where the
@@ -110,15 +113,21 @@ ensure_venv() {  # ensure_venv NAME FILE [KIND]: prints the venv directory, read
 }
 
 export CI="${CI:-}"
+# Run order: the environments limited to some hosts ("# only:") first, then those that
+# run the whole suite. Only a whole-suite environment runs the stack tests, so on a cold
+# machine the stack's Go build (minutes) overlaps the small environments' installs and
+# runs instead of holding up the first pytest.
 mapfile -t env_files < <(ls scripts/envs/*.txt)
 selected=()
+whole=()
 for file in "${env_files[@]}"; do
   name="$(basename "$file" .txt)"
   if [ -n "${OTELMW_TEST_ENVS:-}" ] && [[ " $OTELMW_TEST_ENVS " != *" $name "* ]]; then
     continue
   fi
-  selected+=("$file")
+  if [ -n "$(env_field "$file" only)" ]; then selected+=("$file"); else whole+=("$file"); fi
 done
+selected+=(${whole[@]+"${whole[@]}"})
 if ((${#selected[@]} == 0)); then
   say "no environment selected (OTELMW_TEST_ENVS=${OTELMW_TEST_ENVS:-})"
   exit 1
@@ -196,13 +205,48 @@ component_ready() {  # component_ready NAME: waits for its build, exports its in
   component_pid[$name]=""
 }
 
+# The environments' venvs are built one ahead: the next one's install runs in the
+# background while this one's pytest runs (a cached venv is a no-op).
+declare -A venv_pid=()
+venv_build() {  # venv_build FILE: starts building its venv in the background
+  local name
+  name="$(basename "$1" .txt)"
+  mkdir -p .cache/venvs
+  ensure_venv "$name" "$1" >".cache/venvs/$name.dir" 2>".cache/venvs/$name.build.log" &
+  venv_pid[$name]=$!
+}
+venv_ready() {  # venv_ready NAME: waits for its build, sets `venv` to its directory
+  # (not a $(...) call: only this shell can wait for its background jobs)
+  local name="$1" waited=$SECONDS
+  venv=""
+  if wait "${venv_pid[$name]}"; then
+    grep '^test-all: ' ".cache/venvs/$name.build.log" >&2 || true  # cached, or built
+    say "env $name: venv ready (waited $((SECONDS - waited))s; log: .cache/venvs/$name.build.log)"
+    venv="$(cat ".cache/venvs/$name.dir")"
+  else
+    tail -n 30 ".cache/venvs/$name.build.log" >&2
+    return 1
+  fi
+}
+
+# pytest-xdist's workers (OTELMW_TEST_WORKERS, default: one per CPU; 0 runs in one
+# process): most tests wait on servers and child processes, so two workers use the
+# two cores the suite's budget is set for. Tests are handed out a module at a time
+# (--dist loadfile), so a module's fixtures (a server, an installed plugin) start once.
+workers="${OTELMW_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
+xdist=()
+if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
+
+((${#selected[@]})) && venv_build "${selected[0]}"
 i=0
 for file in "${selected[@]}"; do
   i=$((i + 1))
   name="$(basename "$file" .txt)"
   start=$SECONDS
   say "=== [$i/${#selected[@]}] env $name: preparing"
-  if ! venv="$(ensure_venv "$name" "$file")"; then
+  venv_ready "$name" || true
+  if ((i < ${#selected[@]})); then venv_build "${selected[$i]}"; fi
+  if [ -z "$venv" ]; then
     say "=== env $name: FAILED to install (see above)"
     summary+=("$name: install failed")
     failed=1
@@ -213,14 +257,14 @@ for file in "${selected[@]}"; do
       component_ready "$component"
     fi
   done
-  stack_ready
   hosts="$(env_field "$file" hosts)"
   only="$(env_field "$file" only)"
+  [ -n "$only" ] || stack_ready  # the stack tests run where the whole suite does
   say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
   set +e
   PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
     OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
-    "$venv/bin/python" -m pytest "$@"
+    "$venv/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} "$@"
   rc=$?
   set -e
   took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"
