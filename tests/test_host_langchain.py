@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
+from _support.distributions import install_distribution, on_pythonpath
 from _support.host_scenarios import exported_texts, installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
@@ -436,6 +437,8 @@ def test_a_plain_state_graph_runs_the_contract_through_the_fallback_seams(
                 server, rx, tmp_path)
     assert out["imported_langchain"] is False
     assert out["failures"] == {}
+    if mode in ("stream", "astream"):
+        assert out["chunks"] > 2  # stream_mode="messages": the model streamed its tokens
     assert out["messages"][-1]["content"] == f"done: sunny in {REWRITTEN}"
     assert out["tool_args"] == [{"tool": "get_weather", "city": REWRITTEN}]
     assert [r.body.get("temperature") for r in server.requests] == [0.25, 0.25]
@@ -453,6 +456,8 @@ def test_a_plain_state_graph_runs_the_contract_through_the_fallback_seams(
     chats = [s for s in children if s.name.startswith("chat ")]
     assert_chat_span_per_request(chats, server, streamed=mode in ("stream", "astream"))
     assert [c.attributes["gen_ai.request.temperature"] for c in chats] == [0.25, 0.25]
+    assert all(c.attributes.get("gen_ai.request.stream", False) is (mode in ("stream", "astream"))
+               for c in chats)
     (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
     a = tool.attributes
     assert a["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
@@ -608,6 +613,35 @@ def test_dependencies_are_declared_honestly() -> None:
     assert ("langchain.agents" in modules) is (find_spec("langchain") is not None)
     assert {"langgraph.pregel.main", "langchain_core.tools.base",
             "langchain_core.language_models.chat_models"} <= modules
+
+
+PARTS = """
+from otelmw.instrumentation.langchain import LangChainInstrumentor
+instrumentor = LangChainInstrumentor()
+instrumentor.instrument()
+print(instrumentor.skipped_because, sorted({m for m, _, _ in instrumentor.targets()}))
+"""
+
+
+@GRAPH
+def test_a_langchain_outside_its_range_leaves_create_agent_alone_with_one_warning(
+        tmp_path: Path) -> None:
+    """A ``langchain`` release otelmw's middleware was never run on (1.0, found first on
+    the path): ``create_agent`` is not wrapped, one WARNING says why, the graph turn and
+    the seams are instrumented all the same."""
+    env = on_pythonpath({k: v for k, v in os.environ.items() if not k.startswith("OTEL")},
+                        install_distribution(tmp_path / "site", "langchain", {}, {}))
+    env["OTEL_SDK_DISABLED"] = "true"
+    proc = subprocess.run([sys.executable, "-c", PARTS], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None " + str(sorted({
+        "langgraph.pregel.main", "langchain_core.language_models.chat_models",
+        "langchain_core.tools.base"}))
+    warnings = [x for x in proc.stderr.splitlines() if "otelmw_langchain" in x]
+    assert warnings == ["otelmw: otelmw_langchain: create_agent not instrumented: "
+                        "langchain 1.0 is installed, outside the supported range "
+                        "langchain >= 1.3.0, < 2 (see README, Host instrumentors)"], proc.stderr
 
 
 @GRAPH

@@ -8,7 +8,8 @@ package is installed in the range the suite runs (``PART_REQUIREMENTS``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+from typing import Any, NamedTuple
 
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
@@ -23,27 +24,39 @@ logger = logging.getLogger("otelmw")
 _CHAT = "langchain_core.language_models.chat_models"
 _PREGEL = "langgraph.pregel.main"
 
-# Parts of the host from packages a program may not have: the package's range (what the
-# suite runs, tests/test_host_matrix.py) and the targets in it.
-AGENT_REQUIREMENT = "langchain >= 1.3.0, < 2"  # create_agent and its AgentMiddleware
-GRAPH_REQUIREMENT = "langgraph >= 1.2.0, < 2"  # a graph run as the turn
-PART_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    AGENT_REQUIREMENT: ("langchain.agents.factory", "langchain.agents"),
-    GRAPH_REQUIREMENT: (_PREGEL,),
+
+class Part(NamedTuple):
+    """A part of the host from a package a program may not have."""
+
+    what: str  # as the warning names it
+    modules: tuple[str, ...]  # the modules of its targets
+
+
+# Each part's package range (what the suite runs, tests/test_host_matrix.py).
+AGENT_REQUIREMENT = "langchain >= 1.3.0, < 2"
+GRAPH_REQUIREMENT = "langgraph >= 1.2.0, < 2"
+PART_REQUIREMENTS: dict[str, Part] = {
+    AGENT_REQUIREMENT: Part("create_agent", ("langchain.agents.factory", "langchain.agents")),
+    GRAPH_REQUIREMENT: Part("graph runs (turns)", (_PREGEL,)),
 }
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def _part_usable(requirement: str) -> bool:
-    """Whether the package of ``requirement`` is installed in its range; one WARNING
-    when it is installed outside it (missing: the program does not use that part)."""
+    """Whether the package of ``requirement`` is installed in its range; one WARNING per
+    process when it is installed outside it (missing: the program does not use it)."""
     conflict = get_dependency_conflicts([requirement])
     if conflict is None:
         return True
     if conflict.found:
-        logger.warning("otelmw: otelmw_langchain: %s not instrumented: %s is installed, "
-                       "outside the supported range %s (see README, Host instrumentors)",
-                       " and ".join(PART_REQUIREMENTS[requirement]), conflict.found,
-                       requirement)
+        with _warned_lock:
+            first = requirement not in _warned
+            _warned.add(requirement)
+        if first:
+            logger.warning("otelmw: otelmw_langchain: %s not instrumented: %s is installed, "
+                           "outside the supported range %s (see README, Host instrumentors)",
+                           PART_REQUIREMENTS[requirement].what, conflict.found, requirement)
     return False
 
 
@@ -64,8 +77,8 @@ class LangChainInstrumentor(OtelmwInstrumentor):
             ("langchain_core.tools.base", "BaseTool.run", tool_run_seam),
             ("langchain_core.tools.base", "BaseTool.arun", tool_arun_seam),
         ]
-        unusable = {module for requirement, modules in PART_REQUIREMENTS.items()
-                    if not _part_usable(requirement) for module in modules}
+        unusable = {module for requirement, part in PART_REQUIREMENTS.items()
+                    if not _part_usable(requirement) for module in part.modules}
         return [target for target in every if target[0] not in unusable]
 
     def result_normalizer(self) -> Any:
