@@ -8,7 +8,9 @@ to a ``ScriptedLLMServer`` (call the tool, then answer) and whose telemetry goes
 receiver, the server and the tools got. A ``create_agent`` test is marked
 ``host("langchain")``; a plain graph's ``host("langgraph")``: a LangGraph program without
 ``langchain`` (``pip install langgraph langchain-openai``), which the ``langgraph``
-matrix environment is, and ``current``/``hosts-oldest`` run beside ``langchain``.
+matrix environment is, and ``current``/``hosts-oldest`` run beside ``langchain`` (the
+MCP tool test, plain graphs included, stays with the ``langchain`` environments, which
+have ``mcp``).
 """
 
 from __future__ import annotations
