@@ -233,12 +233,14 @@ def test_a_pre_tool_call_block_answers_an_error_tool_message_without_running_the
     assert tool.attributes["gen_ai.tool.call.id"] == sent["tool_call_id"]
 
 
-@AGENT
-@pytest.mark.parametrize("mode", ["invoke", "astream"])
+@pytest.mark.parametrize(("graph", "mode"), [
+    pytest.param("agent", "invoke", marks=AGENT), pytest.param("agent", "astream", marks=AGENT),
+    pytest.param("plain", "invoke", marks=GRAPH), pytest.param("plain", "astream", marks=GRAPH)])
 def test_a_failing_tool_is_a_normalized_failure(
-        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    out = drive({"mode": mode, "tool": "broken", "plugin": ["observe"]}, server, rx,
-                tmp_path)
+        graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
+        tmp_path: Path) -> None:
+    out = drive({"mode": mode, "graph": graph, "tool": "broken", "plugin": ["observe"]},
+                server, rx, tmp_path)
     assert out["tool_args"] == [{"tool": "broken", "city": CITY}]
     (sent,) = tool_messages(server)
     assert sent["content"] == "vendor is down"  # LangChain's own error message, unchanged
@@ -246,8 +248,9 @@ def test_a_failing_tool_is_a_normalized_failure(
     assert {"what": "post_tool_call", "tool": "broken", "success": False,
             "error": "vendor is down", "status": "error"} in notes
     rx.wait_for(lambda: len(rx.spans()) >= 4)
-    _, children = turn_tree(rx.spans(), "weather")
+    _, children = turn_tree(rx.spans(), "weather" if graph == "agent" else "plain-graph")
     (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    assert tool.attributes["gen_ai.tool.call.id"] == sent["tool_call_id"]
     assert tool.attributes["otelmw.result.success"] is False
     assert tool.attributes["otelmw.result.status"] == "error"
     assert tool.attributes["otelmw.result.metadata.langchain.status"] == "error"
