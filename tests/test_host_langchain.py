@@ -5,7 +5,12 @@ Every scenario runs in a fresh subprocess (``tests/langchain_scripts/driver.py``
 unmodified LangChain program under ``otelmw run``) whose model is ``ChatOpenAI`` talking
 to a ``ScriptedLLMServer`` (call the tool, then answer) and whose telemetry goes through
 ``otelmw.telemetry.configure()`` to a real ``OtlpReceiver``. Assertions are on what the
-receiver, the server and the tools got. Marked ``host("langchain")``.
+receiver, the server and the tools got. A ``create_agent`` test is marked
+``host("langchain")``; a plain graph's ``host("langgraph")``: a LangGraph program without
+``langchain`` (``pip install langgraph langchain-openai``), which the ``langgraph``
+matrix environment is, and ``current``/``hosts-oldest`` run beside ``langchain`` (the
+MCP tool test, plain graphs included, stays with the ``langchain`` environments, which
+have ``mcp``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
+from _support.distributions import install_distribution, on_pythonpath
 from _support.host_scenarios import exported_texts, installed_plugin, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
@@ -27,7 +33,8 @@ from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
 
 from otelmw.telemetry.digests import digest
 
-pytestmark = pytest.mark.host("langchain")
+AGENT = pytest.mark.host("langchain")  # create_agent: needs the langchain package
+GRAPH = pytest.mark.host("langgraph")  # langgraph + langchain-core + langchain-openai
 
 SCRIPTS = Path(__file__).resolve().parent / "langchain_scripts"
 CITY = "Paris"
@@ -118,6 +125,7 @@ def assert_chat_span_per_request(chats: list[ReceivedSpan], server: ScriptedLLMS
 
 
 # ------------------------------------------------------------------ agent turns
+@AGENT
 @pytest.mark.parametrize("mode", MODES)
 def test_an_agent_run_is_one_trace_with_chat_and_tool_spans(
         mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
@@ -149,6 +157,7 @@ def test_an_agent_run_is_one_trace_with_chat_and_tool_spans(
     assert leaked == []  # content is not captured by default
 
 
+@AGENT
 def test_the_users_plugin_changes_what_the_model_and_the_tool_receive(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     out = drive({"mode": "invoke", "plugin": ["rewrite", "wrap", "observe"]}, server, rx,
@@ -176,6 +185,7 @@ def test_the_users_plugin_changes_what_the_model_and_the_tool_receive(
     assert [c.attributes["gen_ai.request.temperature"] for c in chats] == [0.25, 0.25]
 
 
+@AGENT
 @pytest.mark.parametrize("mode", ["invoke", "astream"])
 def test_a_user_middleware_runs_exactly_as_without_otelmw(
         mode: str, rx: OtlpReceiver, tmp_path: Path) -> None:
@@ -203,6 +213,7 @@ def test_a_user_middleware_runs_exactly_as_without_otelmw(
                                     "execute_tool get_weather", "chat scripted-model"]
 
 
+@AGENT
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_a_pre_tool_call_block_answers_an_error_tool_message_without_running_the_tool(
         mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
@@ -222,11 +233,14 @@ def test_a_pre_tool_call_block_answers_an_error_tool_message_without_running_the
     assert tool.attributes["gen_ai.tool.call.id"] == sent["tool_call_id"]
 
 
-@pytest.mark.parametrize("mode", ["invoke", "astream"])
+@pytest.mark.parametrize(("graph", "mode"), [
+    pytest.param("agent", "invoke", marks=AGENT), pytest.param("agent", "astream", marks=AGENT),
+    pytest.param("plain", "invoke", marks=GRAPH), pytest.param("plain", "astream", marks=GRAPH)])
 def test_a_failing_tool_is_a_normalized_failure(
-        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    out = drive({"mode": mode, "tool": "broken", "plugin": ["observe"]}, server, rx,
-                tmp_path)
+        graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
+        tmp_path: Path) -> None:
+    out = drive({"mode": mode, "graph": graph, "tool": "broken", "plugin": ["observe"]},
+                server, rx, tmp_path)
     assert out["tool_args"] == [{"tool": "broken", "city": CITY}]
     (sent,) = tool_messages(server)
     assert sent["content"] == "vendor is down"  # LangChain's own error message, unchanged
@@ -234,14 +248,16 @@ def test_a_failing_tool_is_a_normalized_failure(
     assert {"what": "post_tool_call", "tool": "broken", "success": False,
             "error": "vendor is down", "status": "error"} in notes
     rx.wait_for(lambda: len(rx.spans()) >= 4)
-    _, children = turn_tree(rx.spans(), "weather")
+    _, children = turn_tree(rx.spans(), "weather" if graph == "agent" else "plain-graph")
     (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    assert tool.attributes["gen_ai.tool.call.id"] == sent["tool_call_id"]
     assert tool.attributes["otelmw.result.success"] is False
     assert tool.attributes["otelmw.result.status"] == "error"
     assert tool.attributes["otelmw.result.metadata.langchain.status"] == "error"
     assert tool.status_code == ERROR
 
 
+@AGENT
 @pytest.mark.parametrize(("graph", "mode"), [("agent", m) for m in MODES]
                          + [("plain", "invoke"), ("plain", "astream")])
 def test_an_mcp_call_inside_a_langchain_tool_enriches_its_span_and_runs_the_contract_once(
@@ -300,8 +316,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize(("graph", "mode"), [("agent", "invoke"), ("agent", "astream"),
-                                             ("plain", "ainvoke")])
+@pytest.mark.parametrize(("graph", "mode"), [
+    pytest.param("agent", "invoke", marks=AGENT), pytest.param("agent", "astream", marks=AGENT),
+    pytest.param("plain", "ainvoke", marks=GRAPH)])
 def test_under_content_capture_the_turns_content_is_schema_valid(
         graph: str, mode: str, server: ScriptedLLMServer, rx: OtlpReceiver,
         tmp_path: Path) -> None:
@@ -350,6 +367,7 @@ def test_under_content_capture_the_turns_content_is_schema_valid(
     assert f"done: sunny in {CITY}" in root.attributes["output.value"]
 
 
+@AGENT
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_the_plugins_hook_points_are_log_records_on_the_tool_span_and_nothing_is_captured(
         mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
@@ -387,6 +405,7 @@ def test_the_plugins_hook_points_are_log_records_on_the_tool_span_and_nothing_is
     assert leaked == []
 
 
+@AGENT
 def test_hook_events_all_records_every_hook_point_of_each_call(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     """``OTELMW_HOOK_EVENTS=all``: each model call's API-request hook points too, on
@@ -409,25 +428,80 @@ def test_hook_events_all_records_every_hook_point_of_each_call(
 
 
 # ------------------------------------------------------------------ plain graphs
+@GRAPH
 @pytest.mark.parametrize("mode", MODES)
-def test_a_plain_state_graph_gets_the_same_spans_through_the_fallback_seams(
+def test_a_plain_state_graph_runs_the_contract_through_the_fallback_seams(
         mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    out = drive({"mode": mode, "graph": "plain", "plugin": ["rewrite"]}, server, rx,
-                tmp_path)
+    """A ``StateGraph`` of a model node and a ``ToolNode``, no ``create_agent`` and no
+    ``langchain`` imported: the graph run is the turn (one trace), each model call a
+    ``chat`` through the plugin's ``llm_request`` rewrite, the ToolNode's tool call an
+    ``execute_tool`` through its ``tool_request`` rewrite (the tool gets the rewritten
+    city) and ``tool_execution`` wrapper, with the model's call id, a normalized result
+    and the plugin's hook records on its span."""
+    out = drive({"mode": mode, "graph": "plain", "plugin": ["rewrite", "wrap", "observe"]},
+                server, rx, tmp_path)
+    assert out["imported_langchain"] is False
+    assert out["failures"] == {}
+    if mode in ("stream", "astream"):
+        assert out["chunks"] > 2  # stream_mode="messages": the model streamed its tokens
     assert out["messages"][-1]["content"] == f"done: sunny in {REWRITTEN}"
     assert out["tool_args"] == [{"tool": "get_weather", "city": REWRITTEN}]
     assert [r.body.get("temperature") for r in server.requests] == [0.25, 0.25]
-    rx.wait_for(lambda: len(rx.spans()) >= 4)
-    _, children = turn_tree(rx.spans(), "plain-graph")
+    assert tool_messages(server)[0]["content"] == f"sunny in {REWRITTEN}"
+    notes = plugin_notes(tmp_path)
+    assert [n for n in notes if n["what"] == "wrapped"] == [
+        {"what": "wrapped", "tool": "get_weather", "args": {"city": REWRITTEN}}]
+    assert [n for n in notes if n["what"] == "post_tool_call"] == [
+        {"what": "post_tool_call", "tool": "get_weather", "success": True, "error": None,
+         "status": "ok"}]
+    rx.wait_for(lambda: len(rx.spans()) >= 7 and len(rx.logs()) >= 2)
+    root, children = turn_tree(rx.spans(), "plain-graph")
     assert operations(children) == ["chat scripted-model", "execute_tool get_weather",
                                     "chat scripted-model"]
-    assert_chat_span_per_request([s for s in children if s.name.startswith("chat ")], server,
-                                 streamed=mode in ("stream", "astream"))
+    chats = [s for s in children if s.name.startswith("chat ")]
+    assert_chat_span_per_request(chats, server, streamed=mode in ("stream", "astream"))
+    assert [c.attributes["gen_ai.request.temperature"] for c in chats] == [0.25, 0.25]
+    assert all(c.attributes.get("gen_ai.request.stream", False) is (mode in ("stream", "astream"))
+               for c in chats)
     (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
-    assert tool.attributes["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
+    a = tool.attributes
+    assert a["gen_ai.tool.call.id"] == sent_tool_call_ids(server)[0]
+    assert a["otelmw.runtime.id"] == "langchain"
+    assert a["otelmw.result.success"] is True and a["otelmw.result.status"] == "ok"
+    assert a["otelmw.result.metadata.langchain.status"] == "success"
+    assert a["otelmw.result.raw.type"] == "langchain_core.messages.tool.ToolMessage"
+    layers = {s.name: s for s in rx.spans() if s.name.startswith(("llm_request ", "tool_"))}
+    assert layers["tool_request lc-plugin.rewrite_city"].parent_span_id == tool.span_id
+    assert layers["tool_execution lc-plugin.pass_through"].parent_span_id == tool.span_id
+    assert layers["llm_request lc-plugin.pin_temperature"].parent_span_id in {
+        c.span_id for c in chats}
+    records = sorted(rx.logs(), key=lambda x: x.time_ns)
+    assert [x.event_name for x in records] == ["otelmw.hook.pre_tool_call",
+                                               "otelmw.hook.post_tool_call"]
+    for rec in records:
+        assert rec.span_id == tool.span_id and rec.trace_id == root.trace_id
+        assert rec.attributes["gen_ai.tool.call.id"] == a["gen_ai.tool.call.id"]
+        assert rec.attributes["otelmw.tool.args.digest"] == digest({"city": REWRITTEN})[0]
+
+
+@GRAPH
+def test_a_plain_graph_tool_call_blocked_by_the_plugin_never_runs(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"mode": "ainvoke", "graph": "plain", "plugin": ["block"]}, server, rx,
+                tmp_path)
+    assert out["tool_args"] == []
+    (sent,) = tool_messages(server)
+    assert sent["content"] == "get_weather is blocked by policy"
+    assert sent["tool_call_id"] == sent_tool_call_ids(server)[0]
+    rx.wait_for(lambda: len(rx.spans()) >= 4)
+    _, children = turn_tree(rx.spans(), "plain-graph")
+    (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+    assert tool.attributes["otelmw.result.status"] == "blocked"
+    assert tool.attributes["gen_ai.tool.call.id"] == sent["tool_call_id"]
 
 
 # ------------------------------------------------------------------ zero code
+@AGENT
 def test_otelmw_run_instruments_an_unmodified_program_with_the_plugin_enabled(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
     cmd = otelmw_cmd()
@@ -473,6 +547,7 @@ print([a is b for a, b in zip(targets(), before)])
 """
 
 
+@AGENT
 def test_uninstrument_restores_every_original(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", UNINSTRUMENT], capture_output=True,
                           text=True, timeout=TIMEOUT, cwd=tmp_path,
@@ -483,11 +558,109 @@ def test_uninstrument_restores_every_original(tmp_path: Path) -> None:
     assert restored == str([True] * 6)
 
 
+@GRAPH
+def test_an_unmodified_langgraph_program_under_otelmw_run_gets_a_turn_per_graph_run(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """The program LangGraph's docs write (a model node and a ``ToolNode``, no
+    ``langchain``) under ``otelmw run`` with the plugin enabled: each of ``invoke``,
+    ``stream``, ``ainvoke`` and ``astream`` is one trace, its ``invoke_agent`` the root of
+    both ``chat`` spans and the ``execute_tool``; the plugin's rewrites reach the model
+    and the tool, its wrapper runs."""
+    cmd = otelmw_cmd()
+    env = child_env(tmp_path, server.base_url, rx)
+    installed_plugin(tmp_path, SCRIPTS / "lc_plugin.py", "lc_plugin = lc_plugin:register", env)
+    env["LC_PLUGIN"] = "rewrite,wrap"
+    enabled = subprocess.run([*cmd, "plugins", "enable", "lc_plugin"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=TIMEOUT)
+    assert enabled.returncode == 0, enabled.stderr
+    proc = subprocess.run([*cmd, "run", "--", sys.executable, str(SCRIPTS / "plain_graph.py")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    for mode in ("INVOKE", "STREAM", "AINVOKE", "ASTREAM"):
+        assert f"{mode} done: sunny in {REWRITTEN}" in proc.stdout, proc.stdout
+    assert "LANGCHAIN_IMPORTED False" in proc.stdout
+    assert [r.body.get("temperature") for r in server.requests] == [0.25] * 8
+    rx.wait_for(lambda: len(rx.spans("tool_execution lc_plugin.pass_through")) >= 4
+                and len(rx.spans("chat scripted-model")) >= 8)
+    by_trace: dict[str, list[ReceivedSpan]] = {}
+    for s in rx.spans():
+        by_trace.setdefault(s.trace_id, []).append(s)
+    assert len(by_trace) == 4  # one trace per graph run
+    ids = iter(sent_tool_call_ids(server))
+    for spans in sorted(by_trace.values(), key=lambda t: min(s.start_ns for s in t)):
+        _, children = turn_tree(spans, "plain-graph")
+        assert operations(children) == ["chat scripted-model", "execute_tool get_weather",
+                                        "chat scripted-model"]
+        (tool,) = [s for s in children if s.name.startswith("execute_tool ")]
+        assert tool.attributes["gen_ai.tool.call.id"] == next(ids)
+        assert tool.attributes["otelmw.result.status"] == "ok"
+        assert {"tool_request lc_plugin.rewrite_city", "tool_execution lc_plugin.pass_through"
+                } <= {s.name for s in spans if s.parent_span_id == tool.span_id}
+    assert len(rx.spans("chat scripted-model")) == len(server.requests) == 8
+
+
+@GRAPH
 def test_dependencies_are_declared_honestly() -> None:
+    """The instrumentor needs langchain-core (its seams); ``create_agent`` and the graph
+    turn are wrapped when their packages are installed (in range): here, as installed."""
+    from importlib.util import find_spec
+
     from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
     from otelmw.instrumentation.langchain import LangChainInstrumentor
 
-    deps = LangChainInstrumentor().instrumentation_dependencies()
-    assert tuple(deps) == ("langchain >= 1.3.0, < 2",)
+    instrumentor = LangChainInstrumentor()
+    deps = instrumentor.instrumentation_dependencies()
+    assert tuple(deps) == ("langchain-core >= 1.4.0, < 2",)
     assert get_dependency_conflicts(deps) is None
+    modules = {module for module, _, _ in instrumentor.targets()}
+    assert ("langchain.agents" in modules) is (find_spec("langchain") is not None)
+    assert {"langgraph.pregel.main", "langchain_core.tools.base",
+            "langchain_core.language_models.chat_models"} <= modules
+
+
+PARTS = """
+from otelmw.instrumentation.langchain import LangChainInstrumentor
+instrumentor = LangChainInstrumentor()
+instrumentor.instrument()
+print(instrumentor.skipped_because, sorted({m for m, _, _ in instrumentor.targets()}))
+"""
+
+
+@GRAPH
+def test_a_langchain_outside_its_range_leaves_create_agent_alone_with_one_warning(
+        tmp_path: Path) -> None:
+    """A ``langchain`` release otelmw's middleware was never run on (1.0, found first on
+    the path): ``create_agent`` is not wrapped, one WARNING says why, the graph turn and
+    the seams are instrumented all the same."""
+    env = on_pythonpath({k: v for k, v in os.environ.items() if not k.startswith("OTEL")},
+                        install_distribution(tmp_path / "site", "langchain", {}, {}))
+    env["OTEL_SDK_DISABLED"] = "true"
+    proc = subprocess.run([sys.executable, "-c", PARTS], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None " + str(sorted({
+        "langgraph.pregel.main", "langchain_core.language_models.chat_models",
+        "langchain_core.tools.base"}))
+    warnings = [x for x in proc.stderr.splitlines() if "otelmw_langchain" in x]
+    assert warnings == ["otelmw: otelmw_langchain: create_agent not instrumented: "
+                        "langchain 1.0 is installed, outside the supported range "
+                        "langchain >= 1.3.0, < 2 (see README, Host instrumentors)"], proc.stderr
+
+
+@GRAPH
+def test_this_environment_has_langchain_exactly_when_its_env_file_pins_it() -> None:
+    """The ``langgraph`` matrix environment is LangGraph without ``langchain``: the
+    import fails there (and the tests marked ``langgraph`` above ran without it)."""
+    name = os.environ.get("OTELMW_TEST_ENV")
+    if not name:
+        pytest.skip("not run by scripts/test-all.sh (no OTELMW_TEST_ENV)")
+    pins = (Path(__file__).resolve().parent.parent / "scripts" / "envs" / f"{name}.txt"
+            ).read_text(encoding="utf-8")
+    pinned = any(line.startswith("langchain==") for line in pins.splitlines())
+    probe = subprocess.run([sys.executable, "-c", "import langchain"], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    assert (probe.returncode == 0) is pinned, probe.stderr
+    if not pinned:
+        assert "No module named 'langchain'" in probe.stderr

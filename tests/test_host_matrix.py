@@ -22,13 +22,17 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 ENV_FILES = sorted((ROOT / "scripts" / "envs").glob("*.txt"))
-# host -> the package whose releases its range declares
+# host -> the package whose releases its range declares (the langchain host, a
+# create_agent program, and the langgraph host, LangGraph without langchain, are both
+# otelmw_langchain's, whose range is langchain-core's)
 PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agent",
-            "praisonai": "praisonaiagents", "litellm": "litellm", "langchain": "langchain",
+            "praisonai": "praisonaiagents", "litellm": "litellm",
+            "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
-# host a user installs with it; their releases are what the pinned package resolves to)
-COMPANIONS = {"langchain": {"langchain-openai", "langgraph"}}
+# host a user installs with it)
+COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
+              "langgraph": {"langchain-openai", "langgraph"}}
 INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "anthropic": "otelmw.instrumentation.anthropic:AnthropicInstrumentor",
                  "hermes": "otelmw.instrumentation.hermes:HermesInstrumentor",
@@ -67,11 +71,12 @@ def runs_tests_of(path: Path, host: str) -> bool:
     return host in header(path, "hosts") and (not only or host in only)
 
 
-def releases_tested(package: str) -> list[Version]:
-    """The releases of ``package`` whose host's tests some environment runs (a release
-    only installed beside another host's tests is not one)."""
-    host = next(h for h, p in PACKAGES.items() if p == package)
-    return sorted({v for f in ENV_FILES if runs_tests_of(f, host)
+def releases_tested(package: str, hosts: set[str] | None = None) -> list[Version]:
+    """The releases of ``package`` pinned where the tests of one of ``hosts`` (default:
+    the hosts whose range is ``package``'s) run (a release only installed beside another
+    host's tests is not one)."""
+    hosts = hosts or {h for h, p in PACKAGES.items() if p == package}
+    return sorted({v for f in ENV_FILES if any(runs_tests_of(f, h) for h in hosts)
                    for p, v in env_pins(f).items() if p == package})
 
 
@@ -104,7 +109,7 @@ def test_every_host_is_tested_in_some_environment() -> None:
         assert header(f, "only") <= provided, f.name
 
 
-@pytest.mark.parametrize("host", sorted(PACKAGES))
+@pytest.mark.parametrize("host", sorted(INSTRUMENTORS))
 def test_declared_ranges_are_exactly_what_the_matrix_runs(host: str) -> None:
     """Lower bound: the oldest release tested; upper bound: the next untested major —
     in the pyproject extra and in the instrumentor's ``instrumentation_dependencies``."""
@@ -120,6 +125,18 @@ def test_declared_ranges_are_exactly_what_the_matrix_runs(host: str) -> None:
     (dep,) = getattr(import_module(module), cls)().instrumentation_dependencies()
     assert Requirement(dep).name == package
     assert bounds(dep) == expected, f"{cls}.dependencies: {dep!r}"
+
+
+def test_the_langchain_parts_ranges_are_what_the_matrix_runs() -> None:
+    """otelmw_langchain wraps ``create_agent`` (``langchain``) and the graph turn
+    (``langgraph``) only in those packages' ranges: the releases its hosts' tests run."""
+    from otelmw.instrumentation.langchain.instrumentor import PART_REQUIREMENTS
+
+    for requirement in PART_REQUIREMENTS:
+        package = Requirement(requirement).name
+        tested = releases_tested(package, {"langchain", "langgraph"})
+        assert tested, f"{package} is pinned in no environment running the langchain tests"
+        assert bounds(requirement) == (tested[0], next_major(tested[-1])), requirement
 
 
 def test_readme_table_lists_the_tested_releases() -> None:

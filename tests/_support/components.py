@@ -42,6 +42,8 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "praisonai": ("praisonaiagents",),
     "litellm": ("litellm",),
     "langchain": ("langchain", "langchain_openai", "langgraph"),
+    # LangGraph without langchain (its docs' `pip install langgraph langchain-openai`)
+    "langgraph": ("langchain_core", "langchain_openai", "langgraph"),
     "mcp": ("mcp",),
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),

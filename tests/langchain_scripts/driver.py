@@ -212,6 +212,7 @@ def main() -> None:
     except Exception as exc:
         out["error"] = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
     out["tool_args"], out["notes"] = TOOL_ARGS, NOTES
+    out["imported_langchain"] = "langchain" in sys.modules  # a plain graph never does
     print_result(out, tel)
 
 

@@ -37,7 +37,7 @@ DRIVERS = {
     "hermes": Driver(("hermes", "openai"), "chat"),
     "litellm_loop": Driver(("litellm",), "chat"),
     "langchain_agent": Driver(("langchain",), "chat"),
-    "langgraph_graph": Driver(("langchain",), "chat"),
+    "langgraph_graph": Driver(("langgraph",), "chat"),  # LangGraph without langchain
     "openai_agents_runner": Driver(("openai-agents",), "chat"),
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),

@@ -1,11 +1,12 @@
 """LangGraph: a plain ``StateGraph`` of a model node (``ChatOpenAI`` with the two tools
 bound, on the scripted server) and a prebuilt ``ToolNode``, routed by
-``tools_condition``; one ``invoke``. No ``create_agent``, no agent middleware: otelmw
-reaches the model and the tools through its fallback seams, and the graph run is the
-turn."""
+``tools_condition``; one ``invoke``. No ``create_agent``, no agent middleware, no
+``langchain`` (LangGraph's docs install ``langgraph langchain-openai``): otelmw reaches
+the model and the tools through its fallback seams, and the graph run is the turn."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from . import PROMPT, SYSTEM, delete_file, get_weather
@@ -33,4 +34,6 @@ def run_turn(server_url: str) -> dict[str, Any]:
     app = graph.compile(name="weather-graph")
     out = app.invoke({"messages": [{"role": "system", "content": SYSTEM},
                                    {"role": "user", "content": PROMPT}]})
+    if "langchain" in sys.modules:  # neither the program nor otelmw imports it
+        raise AssertionError("a LangGraph program without create_agent imported langchain")
     return {"final": str(out["messages"][-1].content)}
