@@ -31,11 +31,10 @@ VERDICT, SKIPPED = "otelmw.mcp.contract.verdict", "otelmw.mcp.contract.skipped_p
 
 def drive(spec: dict[str, Any], rx: OtlpReceiver, tmp_path: Path,
           client_key: str | None = None) -> dict[str, Any]:
-    extra = {"OTEL_METRIC_EXPORT_INTERVAL": "500"}
-    if client_key is not None:
-        extra["OTELMW_MCP_CONTRACT_KEY"] = client_key
-    return run_scenario(SCRIPTS / "driver.py", {"transport": "stdio", **spec},
-                        scenario_env(tmp_path, rx, **extra), tmp_path)
+    env = scenario_env(tmp_path, rx, OTEL_METRIC_EXPORT_INTERVAL="500")
+    if client_key is not None:  # the stdio server inherits it (the driver's server_params)
+        env["OTELMW_MCP_CONTRACT_KEY"] = client_key
+    return run_scenario(SCRIPTS / "driver.py", {"transport": "stdio", **spec}, env, tmp_path)
 
 
 def tool_calls(spans: list[ReceivedSpan]) -> tuple[list[ReceivedSpan], list[ReceivedSpan]]:

@@ -6,9 +6,10 @@ subprocess, through ``mcp.Client`` on 2.x or ``stdio_client`` + ``ClientSession`
 ``session``: 2.x ``Client.session``'s ``ClientSession`` over stdio; ``http``: streamable
 HTTP to the server at ``url``), ``calls``
 (``[tool, city]`` pairs), ``client_plugins``, ``server_plugins``, ``bare`` (no otelmw
-instrumentation), ``client_bare`` (none in the client only), ``nested`` (the calls are made inside a tool call the pipeline runs,
-as a framework's MCP tool would), ``server_env`` / ``server_env_unset`` (the stdio
-server's environment beyond the client's), ``forge`` (the caller sends its own word on
+instrumentation), ``client_bare`` (none in the client only), ``nested`` (the calls are
+made inside a tool call the pipeline runs, as a framework's MCP tool would),
+``server_env`` / ``server_env_unset`` (the stdio server's environment beyond the
+client's), ``forge`` (the caller sends its own word on
 the contract, signed with that key: ``forged_meta``). The last stdout
 line is ``RESULT <json>``: each call's text and ``isError``, or the error it raised.
 """
