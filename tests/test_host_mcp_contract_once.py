@@ -159,3 +159,19 @@ def test_the_trusting_configuration_honours_a_word_signed_with_the_server_s_key(
     assert server[0].attributes[VERDICT] == "honoured"
     assert list(server[0].attributes[SKIPPED]) == ["mcp-test-shared"]
     assert not rx.spans(SHARED_LAYER)
+
+
+def test_in_one_process_the_server_skips_what_the_client_ran(
+        rx: OtlpReceiver, tmp_path: Path) -> None:
+    """Client and server in one process share one pipeline: with a key, the server side
+    runs none of the plugins again (the client side ran every one of them)."""
+    out = drive({"transport": "memory", "calls": [["get_weather", "Paris"]],
+                 "client_plugins": ["mw"], "server_plugins": ["rewrite"]}, rx, tmp_path,
+                client_key=KEY)
+    assert [r["text"] for r in out["results"]] == [f"sunny in Paris-MW+server {CANARY}"]
+    assert out["ran"] == ["get_weather:Paris-MW+server"]
+    spans = settle(rx, SHARED_LAYER)
+    _, server = tool_calls(spans)
+    assert server[0].attributes[VERDICT] == "honoured"
+    assert sorted(server[0].attributes[SKIPPED]) == ["mcp-test-server", "mcp-test-shared"]
+    assert len(rx.spans(SHARED_LAYER)) == 1 and len(rx.spans(SERVER_LAYER)) == 1
