@@ -369,4 +369,9 @@ def test_otelmw_run_instruments_an_unmodified_client_and_its_server(
     client, server = client_and_server(rx.spans(), "get_weather")
     assert len(client) == 1 and len(server) == 1, [s.name for s in rx.spans()]
     assert client[0].trace_id == server[0].trace_id  # the server process joined the trace
-    assert rx.spans("tool_request mcp_city.mark")
+    # the run's own contract key (otelmw run makes one): the server inherits it, honours
+    # the client's word and does not run mcp_city a second time; its span is still made
+    assert server[0].attributes["otelmw.mcp.contract.verdict"] == "honoured"
+    assert list(server[0].attributes["otelmw.mcp.contract.skipped_plugins"]) == ["mcp_city"]
+    layers = rx.spans("tool_request mcp_city.mark")
+    assert len(layers) == 1 and layers[0].parent_span_id == client[0].span_id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,14 @@ def run(args: argparse.Namespace) -> int:
     targets: tuple[cfg.WrapTarget, ...] = settings[cfg.WRAP]
     program = command_for(program, targets)
     bootstrap = str(Path(__file__).parent.parent / "bootstrap")
-    env = child_environment(PYTHONPATH=os.pathsep.join(
-        x for x in (bootstrap, inherited("PYTHONPATH")) if x))
+    overrides = {"PYTHONPATH": os.pathsep.join(
+        x for x in (bootstrap, inherited("PYTHONPATH")) if x)}
+    if not settings.is_set(cfg.MCP_CONTRACT_KEY):
+        # a key of this run's own: the processes that inherit the run's environment (an
+        # MCP stdio server the program starts) trust each other's word on the plugins
+        # they ran (otelmw_mcp), and no one outside the run can sign one
+        overrides[cfg.MCP_CONTRACT_KEY.name] = secrets.token_hex(32)
+    env = child_environment(**overrides)
     try:
         os.execvpe(program[0], program, env)
     except OSError as exc:

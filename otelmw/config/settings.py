@@ -388,6 +388,11 @@ DIGEST_KEY = register(Setting(
     "OTELMW_DIGEST_KEY", secret_key, "",
     "key of the keyed digests (≥ 16 characters; default: generated once in "
     "`$OTELMW_HOME/digest.key`)", secret=True))
+MCP_CONTRACT_KEY = register(Setting(
+    "OTELMW_MCP_CONTRACT_KEY", secret_key, "",
+    "`otelmw_mcp`: key of the signed word an MCP client sends on the plugins it ran "
+    "for a `tools/call` (≥ 16 characters; a server honours only a word signed with its "
+    "own key; default: none, every side runs its plugins)", secret=True))
 EXPORT_MAX_BYTES = _int_setting("OTELMW_EXPORT_MAX_BYTES", 3 * 1024 * 1024,
                                 "upper bound of one export request (bytes)",
                                 minimum=64 * 1024)

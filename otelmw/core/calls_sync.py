@@ -12,7 +12,7 @@ import inspect
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any, NamedTuple, NoReturn, Protocol
 
@@ -361,11 +361,13 @@ def _llm_stages(pipe: LLMCallPipeline, call: CallInfo, request: Any,
 
 
 def tool_call(pipe: ToolCallPipeline, call: CallInfo, args: Any,
-              execute: Callable[[Any], Any], raise_errors: bool) -> Any:
-    """An opened tool call, to the observer's ``call_finished``."""
+              execute: Callable[[Any], Any], raise_errors: bool,
+              skip_plugins: Collection[str] = ()) -> Any:
+    """An opened tool call, to the observer's ``call_finished``; the layers of
+    ``skip_plugins`` do not run on it."""
     obs = pipe.observer
     try:
-        result = _tool_stages(pipe, call, args, execute, raise_errors)
+        result = _tool_stages(pipe, call, args, execute, raise_errors, skip_plugins)
     except BaseException as exc:
         if obs is not None:
             obs.call_finished(call, None, exc)
@@ -374,10 +376,12 @@ def tool_call(pipe: ToolCallPipeline, call: CallInfo, args: Any,
 
 
 def _tool_stages(pipe: ToolCallPipeline, call: CallInfo, args: Any,
-                 execute: Callable[[Any], Any], raise_errors: bool) -> Any:
+                 execute: Callable[[Any], Any], raise_errors: bool,
+                 skip_plugins: Collection[str]) -> Any:
     """Parse, the request stage, ``pre_tool_call`` (block), the execution chain
     around the tool, normalize, ``post_tool_call``, memory, ``transform_tool_result``."""
-    mw, hk = pipe.registry.tables()
+    mw, hk = (pipe.registry.tables_without(skip_plugins) if skip_plugins
+              else pipe.registry.tables())
     obs, failures = pipe.observer, pipe.failures
     try:
         parsed, original, kw = pipe._tool_prepare(call, args)

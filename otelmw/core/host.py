@@ -27,8 +27,10 @@ once); an adapter fails open: the host's call always runs.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Literal, TypeVar, cast
 
 from . import calls, contract, seam
@@ -48,6 +50,7 @@ __all__ = [
     "LayerRun",
     "Payload",
     "RewriteOutcome",
+    "ToolPlugin",
     "ToolStatus",
     "WrapperOutcome",
     "changed_payload_keys",
@@ -66,6 +69,7 @@ __all__ = [
     "open_step",
     "record_protocol_operation",
     "tool_call_current",
+    "tool_plugins",
     "unopened_call",
 ]
 
@@ -411,3 +415,35 @@ def tool_call_current(call: HostCall | None) -> Iterator[None]:
             _current_tool_call.reset(token)
         except ValueError:  # reset from another context: leave it there
             pass
+
+
+# The stages of a tool call a plugin can take part in (``tool_plugins``).
+_TOOL_STAGES = (contract.TOOL_REQUEST, contract.TOOL_EXECUTION, contract.PRE_TOOL_CALL,
+                contract.POST_TOOL_CALL, contract.TRANSFORM_TOOL_RESULT)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlugin:
+    """A plugin as a tool call runs it: its name and a fingerprint of its tool-call
+    layers, to tell "the same plugin" in another process (an MCP client and its server):
+    the same name with the same callbacks (stage, module, qualified name) at the same
+    stages."""
+
+    name: str
+    fingerprint: str  # 16 hex digits of a SHA-256 over the sorted layer descriptions
+
+
+def tool_plugins(pipeline: Pipeline | None = None) -> tuple[ToolPlugin, ...]:
+    """The plugins with a layer a tool call runs now (middleware ``tool_request`` /
+    ``tool_execution``, hooks ``pre_tool_call`` / ``post_tool_call`` /
+    ``transform_tool_result``), by name, each with its fingerprint."""
+    middleware, hooks = (pipeline or get_pipeline()).registry.tables()
+    described: dict[str, list[str]] = {}
+    for stage in _TOOL_STAGES:
+        for layer in (*middleware.get(stage, ()), *hooks.get(stage, ())):
+            module = getattr(layer.callback, "__module__", None)
+            described.setdefault(layer.plugin, []).append(
+                f"{stage} {module if isinstance(module, str) else ''}:{layer.name}")
+    return tuple(
+        ToolPlugin(name, hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16])
+        for name, lines in sorted(described.items()))

@@ -17,7 +17,7 @@ into ``"Tool Error: …"``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any
 
@@ -221,7 +221,7 @@ class ToolCalls:
     def run_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                  tool_call_id: str | None = None, runtime_id: str | None = None,
                  raise_errors: bool = False, api_request_id: str | None = None,
-                 call: CallInfo | None = None) -> Any:
+                 call: CallInfo | None = None, skip_plugins: Collection[str] = ()) -> Any:
         """Run one tool call; returns what the model should see.
 
         ``execute(args)`` runs the tool. A tool that raises becomes a normalized
@@ -230,6 +230,9 @@ class ToolCalls:
         ``api_request_id``: the model call that asked for this tool call, when the host
         knows it (default: the latest model call of the turn).
         ``call``: an already-opened call (see ``run_llm``).
+        ``skip_plugins``: plugins whose layers (middleware and hooks) do not run on this
+        call, because another process already ran them on it (an MCP server honouring
+        its client's word, ``otelmw_mcp``); every other plugin runs as usual.
         """
         call = self._opened_tool_call(call, tool_name, args, tool_call_id, runtime_id,
                                       api_request_id)
@@ -240,7 +243,7 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        return calls_sync.tool_call(self, call, args, execute, raise_errors)
+        return calls_sync.tool_call(self, call, args, execute, raise_errors, skip_plugins)
 
     def _opened_tool_call(self, call: CallInfo | None, tool_name: str, args: Any,
                           tool_call_id: str | None, runtime_id: str | None,
@@ -343,9 +346,10 @@ class ToolCalls:
     async def arun_tool(self, tool_name: str, args: Any, execute: Callable[[Any], Any], *,
                         tool_call_id: str | None = None, runtime_id: str | None = None,
                         raise_errors: bool = False, api_request_id: str | None = None,
-                        call: CallInfo | None = None) -> Any:
+                        call: CallInfo | None = None, skip_plugins: Collection[str] = ()
+                        ) -> Any:
         """``run_tool`` in an async call; ``execute`` may return an awaitable.
-        ``call``: an already-opened call (see ``run_llm``)."""
+        ``call``, ``skip_plugins``: see ``run_tool``."""
         call = self._opened_tool_call(call, tool_name, args, tool_call_id, runtime_id,
                                       api_request_id)
         if call is None:
@@ -356,7 +360,7 @@ class ToolCalls:
                 if raise_errors:
                     raise
                 return failure_from_exception(exc, 0.0).model_text()
-        return await calls.tool_call(self, call, args, execute, raise_errors)
+        return await calls.tool_call(self, call, args, execute, raise_errors, skip_plugins)
 
 
 # --------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from other threads never disturb a call in flight.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,16 @@ class LayerRegistry:
         """(middleware by kind, hooks by name): one consistent snapshot for a whole
         call, however plugins are reloaded meanwhile. Read-only by convention."""
         return self._tables
+
+    def tables_without(self, plugins: Collection[str]
+                       ) -> tuple[dict[str, tuple[Layer, ...]], dict[str, tuple[Layer, ...]]]:
+        """``tables()`` without the layers of ``plugins`` (a call another process has
+        already run those plugins on)."""
+        middleware, hooks = self._tables
+        if not plugins:
+            return middleware, hooks
+        return ({k: tuple(x for x in v if x.plugin not in plugins) for k, v in middleware.items()},
+                {k: tuple(x for x in v if x.plugin not in plugins) for k, v in hooks.items()})
 
     def middleware(self, kind: str) -> tuple[Layer, ...]:
         return self._middleware[kind]

@@ -75,6 +75,9 @@ SERVER_PORT: Final = server_attributes.SERVER_PORT
 MCP_METHOD_NAME: Final = mcp_attributes.MCP_METHOD_NAME
 MCP_PROTOCOL_VERSION: Final = mcp_attributes.MCP_PROTOCOL_VERSION
 MCP_SESSION_ID: Final = mcp_attributes.MCP_SESSION_ID
+# otelmw_mcp's server side: what it made of the client's word on the contract it ran
+OTELMW_MCP_CONTRACT_VERDICT: Final = "otelmw.mcp.contract.verdict"
+OTELMW_MCP_CONTRACT_SKIPPED_PLUGINS: Final = "otelmw.mcp.contract.skipped_plugins"
 JSONRPC_REQUEST_ID: Final = jsonrpc_attributes.JSONRPC_REQUEST_ID
 NETWORK_TRANSPORT: Final = network_attributes.NETWORK_TRANSPORT
 

@@ -6,8 +6,11 @@ subprocess, through ``mcp.Client`` on 2.x or ``stdio_client`` + ``ClientSession`
 ``session``: 2.x ``Client.session``'s ``ClientSession`` over stdio; ``http``: streamable
 HTTP to the server at ``url``), ``calls``
 (``[tool, city]`` pairs), ``client_plugins``, ``server_plugins``, ``bare`` (no otelmw
-instrumentation), ``nested`` (the calls are made inside a tool call the pipeline runs,
-as a framework's MCP tool would). The last stdout
+instrumentation), ``client_bare`` (none in the client only), ``nested`` (the calls are
+made inside a tool call the pipeline runs, as a framework's MCP tool would),
+``server_env`` / ``server_env_unset`` (the stdio server's environment beyond the
+client's), ``forge`` (the caller sends its own word on
+the contract, signed with that key: ``forged_meta``). The last stdout
 line is ``RESULT <json>``: each call's text and ``isError``, or the error it raised.
 """
 
@@ -35,11 +38,30 @@ def is_error(result: Any) -> bool:
     return bool(getattr(result, "is_error", getattr(result, "isError", False)))
 
 
+def forged_meta(name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """``forge``: a word on the contract, claiming this process's plugins ran, that the
+    caller signs itself with the key ``forge`` names (not otelmw's client sending it)."""
+    key = SPEC.get("forge")
+    if key is None:
+        return None
+    from otelmw.core import tool_plugins
+    from otelmw.instrumentation.mcp import contract_word
+
+    contract_word.use_key(key)
+    try:
+        word = contract_word.word_for(name, arguments, tool_plugins())
+    finally:
+        contract_word.use_key(None)
+    return {contract_word.META_KEY: word}
+
+
 async def run_calls(call_tool: Any) -> list[dict[str, Any]]:
     out = []
     for name, city in SPEC["calls"]:
         try:
-            result = await call_tool(name, {"city": city})
+            meta = forged_meta(name, {"city": city})
+            result = await (call_tool(name, {"city": city}) if meta is None
+                            else call_tool(name, {"city": city}, meta=meta))
         except Exception as exc:
             out.append({"raised": f"{type(exc).__name__}: {exc}"})
         else:
@@ -51,7 +73,10 @@ async def run_calls(call_tool: Any) -> list[dict[str, Any]]:
 def server_params() -> Any:
     from mcp import StdioServerParameters
 
-    env = {**os.environ, "MCP_TEST_SERVER_PLUGINS": json.dumps(SPEC.get("server_plugins", []))}
+    env = {**os.environ, "MCP_TEST_SERVER_PLUGINS": json.dumps(SPEC.get("server_plugins", [])),
+           **SPEC.get("server_env", {})}
+    for name in SPEC.get("server_env_unset", ()):
+        env.pop(name, None)
     if SPEC.get("bare"):
         env["MCP_TEST_SERVER_BARE"] = "1"
     return StdioServerParameters(command=sys.executable,
@@ -124,7 +149,7 @@ def main() -> None:
     from otelmw.telemetry import configure
 
     tel = configure(service_name="mcp-client")
-    if not SPEC.get("bare"):
+    if not SPEC.get("bare") and not SPEC.get("client_bare"):
         from otelmw.instrumentation.mcp import MCPInstrumentor
 
         MCPInstrumentor().instrument()

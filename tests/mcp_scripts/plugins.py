@@ -10,11 +10,23 @@ from typing import Any
 SEEN: list[str] = []  # post_tool_call: what the hook saw (in process)
 
 
+SHARED = "mcp-test-shared"  # "mw": the same plugin on either side (one name, one callback)
+
+
+def add_mw(**kw: Any) -> Any:
+    """Appends ``-MW`` to the city each time it runs: a second run shows (``-MW-MW``)."""
+    if kw["tool_name"] == "get_weather":
+        return {"args": {**kw["args"], "city": f"{kw['args']['city']}-MW"}}
+    return None
+
+
 def register(side: str, names: list[str]) -> None:
     from otelmw import get_pipeline
 
     registry = get_pipeline().registry
     plugin = f"mcp-test-{side}"
+    if "mw" in names:
+        registry.add_middleware("tool_request", add_mw, plugin=SHARED)
     if "rewrite" in names:
         def rewrite_city(**kw: Any) -> Any:
             args = kw["args"]

@@ -7,7 +7,9 @@
   sending); inside a tool call already in flight it only enriches that call;
 * server (``server.py``): each inbound ``tools/call`` is a tool call in the server
   process, parented on the client's trace context from ``params._meta``;
-* results (``results.py``): the ``mcp`` normalizer of ``CallToolResult``.
+* results (``results.py``): the ``mcp`` normalizer of ``CallToolResult``;
+* the contract once (``contract_word.py``): the client's signed word on the plugins it
+  ran on a call, so a server under otelmw does not run them a second time.
 
 docs/telemetry.md (``otelmw_mcp``) says what each side emits and which span of the
 SDK's own is enriched rather than doubled.
@@ -19,6 +21,7 @@ from typing import Any
 
 from .._base import OtelmwInstrumentor, Wrapper
 from .client import client_call_tool, session_call_tool
+from .contract_word import use_key
 from .results import MCPResultNormalizer
 from .server import compose_server_middleware, tool_manager_call_tool
 
@@ -51,6 +54,25 @@ class MCPInstrumentor(OtelmwInstrumentor):
             ("mcp.server.runner", "ServerRunner._compose_server_middleware",
              compose_server_middleware),
         ]
+
+    def _instrument(self, **kwargs: Any) -> None:
+        """``contract_key``: the key of the client's signed word on the plugins it ran
+        for a ``tools/call`` (``contract_word``; default ``OTELMW_MCP_CONTRACT_KEY``,
+        else none: every side runs its plugins)."""
+        key = kwargs.get("contract_key")
+        if key is None:
+            from ...config import settings as cfg
+
+            key = cfg.load(strict=False)[cfg.MCP_CONTRACT_KEY]
+        elif not isinstance(key, str) or len(key.strip()) < 16:
+            raise ValueError("otelmw_mcp: contract_key must be a string of at least "
+                             "16 characters (e.g. the output of `openssl rand -hex 32`)")
+        use_key(key.strip() or None)
+        super()._instrument(**kwargs)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        use_key(None)
+        super()._uninstrument(**kwargs)
 
     def result_normalizer(self) -> Any:
         return MCPResultNormalizer()

@@ -16,8 +16,10 @@ from ...core import (
     enrich_tool_call,
     get_pipeline,
     record_protocol_operation,
+    tool_plugins,
 )
 from ...telemetry import attributes
+from .contract_word import with_word, word_for
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed, transport_of
 
@@ -74,12 +76,19 @@ async def _call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
         failed("call_tool", exc)
         return await wrapped(*args, **kwargs)
 
+    # whether this process's contract ran on the call sent here: the pipeline runs it
+    # below, or the tool call in flight is this very one (same tool: a framework's MCP
+    # tool, ``Client.call_tool`` above its session's), not a tool that calls another
+    contract_ran = outer is None or outer.call.tool_name == name
+
     async def send(tool_args: Any) -> Any:
         if not on_wire:
             return await wrapped(name, tool_args, *rest_args, **rest_kwargs)
         extra = dict(rest_kwargs)
         if injects_context:
             extra["meta"] = _with_trace_context(extra.get("meta"))
+        if contract_ran:
+            extra = _with_contract_word(name, tool_args, extra)
         return await _timed(wrapped, name, tool_args, rest_args, extra, attrs)
 
     if outer is not None:  # a tool call is in flight: enrich it, send as asked
@@ -126,6 +135,18 @@ def _as_result(value: Any) -> Any:
         except Exception:
             pass
     return error_result(value, False)
+
+
+def _with_contract_word(name: str, tool_args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the signed word on the plugins this process ran on the call in
+    ``meta`` (``contract_word``); as they are without a key or a plugin."""
+    try:
+        word = word_for(name, tool_args, tool_plugins())
+        if word is not None:
+            return {**kwargs, "meta": with_word(kwargs.get("meta"), word)}
+    except Exception as exc:
+        failed("contract_word", exc)
+    return kwargs
 
 
 def _with_trace_context(meta: Any) -> Any:

@@ -1,5 +1,7 @@
 """The server side: each inbound ``tools/call`` is a tool call through the pipeline in
-the server process, parented on the trace context the client sent in ``params._meta``.
+the server process, parented on the trace context the client sent in ``params._meta``;
+the plugins the client already ran on the call are skipped when its signed word on
+them is honoured (``contract_word``).
 A ``tools/call`` carries no id of a model's: the server's tool call is identified by its
 JSON-RPC request id (``gen_ai.tool.call.id`` and ``jsonrpc.request.id`` alike).
 
@@ -30,8 +32,10 @@ from ...core import (
     get_pipeline,
     open_call,
     record_protocol_operation,
+    tool_plugins,
 )
 from ...telemetry import attributes
+from .contract_word import Check, check
 from .results import RUNTIME_ID, ChainOutcome, answer_of, chain_outcome, result_is_error
 from .shared import TOOLS_CALL, error_result, failed
 
@@ -86,6 +90,7 @@ class ToolCallMiddleware:
             on_sdk_span = _has_sdk_span(getattr(self.runner, "server", None))
             parent = None if on_sdk_span else _client_context(ctx.meta)
             attrs = _server_attributes(ctx)
+            word = check(ctx.meta, name, arguments)
         except Exception as exc:
             failed("tools/call", exc)
             return await call_next(ctx)
@@ -97,7 +102,7 @@ class ToolCallMiddleware:
 
         return await served_tool_call(
             name, arguments, send, attrs, parent, on_sdk_span,
-            lambda answer, is_error: self._wire(ctx, error_result(answer, is_error)))
+            lambda answer, is_error: self._wire(ctx, error_result(answer, is_error)), word)
 
     def _wire(self, ctx: Any, result: Any) -> Any:
         """otelmw's own answer (a block, a transformed result) in the wire shape the
@@ -131,13 +136,26 @@ def _server_attributes(ctx: Any) -> dict[str, Any]:
 
 async def served_tool_call(name: str, arguments: Any, send: Callable[[Any], Awaitable[Any]],
                            attrs: dict[str, Any], parent: Any, on_sdk_span: bool,
-                           own_answer: Callable[[Any, bool], Any]) -> Any:
+                           own_answer: Callable[[Any, bool], Any],
+                           word: Check | None = None) -> Any:
     """One inbound ``tools/call`` through the pipeline, in the client's trace (``parent``,
     or the SDK's own server span when ``on_sdk_span``): ``send(arguments)`` is the SDK's
     own handling of the call (the tool), and ``own_answer(text, is_error)`` what the
-    SDK expects back when otelmw answers instead (a block, a transformed result). The
+    SDK expects back when otelmw answers instead (a block, a transformed result).
+    ``word``: the server's check of the client's word on the contract it ran
+    (``contract_word``): honoured, the plugins the client ran are skipped here. The
     server's duration point is recorded whatever happens."""
     outcome = ChainOutcome()
+    skipped: list[str] = []
+    described = dict(attrs)
+    if word is not None:
+        try:
+            skipped = word.skipped(tool_plugins())
+            described[attributes.OTELMW_MCP_CONTRACT_VERDICT] = word.verdict
+            if skipped:
+                described[attributes.OTELMW_MCP_CONTRACT_SKIPPED_PLUGINS] = skipped
+        except Exception as exc:
+            failed("contract_word", exc)
 
     async def execute(tool_args: Any) -> Any:
         outcome.sent = True
@@ -153,9 +171,10 @@ async def served_tool_call(name: str, arguments: Any, send: Callable[[Any], Awai
                                     tool_call_id=attrs.get(attributes.JSONRPC_REQUEST_ID),
                                     runtime_id=RUNTIME_ID), arguments,
                            on_host_span=on_sdk_span)
-        enrich_tool_call(opened, attrs)
+        enrich_tool_call(opened, described)
         out = await get_pipeline().arun_tool(name, arguments, execute, runtime_id=RUNTIME_ID,
-                                             raise_errors=True, call=opened.call)
+                                             raise_errors=True, call=opened.call,
+                                             skip_plugins=skipped)
         answer, is_error = answer_of(out, outcome)
         if answer is outcome.raw and (outcome.sent or outcome.normalized is not None):
             result = answer
@@ -193,11 +212,13 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
         rest_args = args[2:]
         context = rest_args[0] if rest_args else rest.get("context")
         request = getattr(context, "_request_context", None)
-        parent = _client_context(getattr(request, "meta", None))
+        meta = getattr(request, "meta", None)
+        parent = _client_context(meta)
         attrs = _server_attributes(request) if request is not None else {
             attributes.MCP_METHOD_NAME: TOOLS_CALL}
         if not isinstance(name, str):
             raise TypeError("tool name is not a string")
+        word = check(meta, name, arguments)
     except Exception as exc:
         failed("ToolManager.call_tool", exc)
         return await wrapped(*args, **kwargs)
@@ -206,4 +227,5 @@ async def tool_manager_call_tool(wrapped: Any, instance: Any, args: tuple[Any, .
         return await wrapped(name, tool_args, *rest_args, **rest)
 
     # the SDK passes a CallToolResult on as is
-    return await served_tool_call(name, arguments, send, attrs, parent, False, error_result)
+    return await served_tool_call(name, arguments, send, attrs, parent, False, error_result,
+                                  word)
