@@ -16,14 +16,17 @@ port nothing listens on (nothing is sent: the program makes no call):
 * ``opentelemetry-instrument``: ``opentelemetry-instrument python -c pass`` with the
   distro's configurator and every installed instrumentor except otelmw's.
 
-Start-up cost = contender − bare, in instructions (valgrind ``callgrind`` over the
-launcher and the program it execs: deterministic, what the target judges) and in
-wall time (median of interleaved runs; the machine is shared, so time is a
-cross-check). Target (issue 39): otelmw's start-up cost ≤ 0.5 × opentelemetry-
-instrument's. Also listed: the host modules (and heavy OpenTelemetry pieces) already
-in ``sys.modules`` when the program starts; otelmw's list must be empty (a host is
-imported by the program, never by its instrumentation: tests/test_run_start.py
-asserts it without timing).
+Start-up cost = contender − bare, in instructions of the program's process (valgrind
+``callgrind``, following the launcher's ``exec``: deterministic, what the target
+judges; callgrind loses what a process counted before it ``exec``s, so the launchers'
+own work is not in it) and in wall time of the whole command (median of interleaved
+runs; the machine is shared, so time is a cross-check). Target (issue 39): otelmw's
+start-up cost ≤ 0.5 × opentelemetry-instrument's. Also listed: the host modules (and
+heavy OpenTelemetry pieces) already in ``sys.modules`` when the program starts: no
+host under otelmw (a host is imported by the program, never by its instrumentation),
+and with the store nothing of gRPC, protobuf or the SDK's configurator either
+(tests/test_run_start.py asserts it without timing; over OTLP/gRPC the exporters are
+built, so imported, at start).
 """
 
 from __future__ import annotations
@@ -98,7 +101,8 @@ def commands(python: str, data_dir: str) -> dict[str, tuple[list[str], dict[str,
 
 
 def count(argv: list[str], env: dict[str, str]) -> int:
-    """Instructions of the command and the processes it execs (callgrind follows exec)."""
+    """Instructions of the program the command ends in: callgrind follows ``exec``
+    and reports only the process image that exits (the launcher's count is lost)."""
     cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
            "--callgrind-out-file=/dev/null", *argv, "-c", "pass"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
@@ -107,13 +111,15 @@ def count(argv: list[str], env: dict[str, str]) -> int:
     if proc.returncode != 0 or not found:
         raise RuntimeError(f"valgrind {' '.join(argv)} failed (exit {proc.returncode}): "
                            f"{proc.stderr[-3000:]}")
-    return sum(found)
+    return found[-1]
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
+    # stderr too: opentelemetry-instrument prints each peer that fails to instrument
+    # (OpenLLMetry mcp cannot instrument mcp 2.x) at every start
     subprocess.run([*argv, "-c", "pass"], env=env, check=True, timeout=300,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
@@ -131,6 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--here", action="store_true",
                    help="run with this python (it has the hosts and their peers)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if not args.no_count and shutil.which("valgrind") is None:
         sys.exit("the instruction counts need valgrind on PATH (Debian: apt-get install "
@@ -145,7 +152,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for _ in range(RUNS["quick" if args.quick else "full"]):  # interleaved rounds
             for c in CONTENDERS:
                 times[c].append(wall(*cmds[c]))
-        instr = {} if args.no_count else {c: count(*cmds[c]) for c in CONTENDERS}
+        instr: dict[str, int] = {}
+        for c in [] if args.no_count else CONTENDERS:
+            instr[c] = count(*cmds[c])
+            if args.verbose:
+                print(f"[{c}] {instr[c]:,} instructions", file=sys.stderr, flush=True)
     median = {c: statistics.median(v) for c, v in times.items()}
     over_t = {c: median[c] - median["bare"] for c in CONTENDERS}
     over_i = {c: instr[c] - instr["bare"] for c in instr}
@@ -161,11 +172,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(h.table(["contender", "instructions", "start-up cost", "÷ peer's", "wall ms (median)",
                    "start-up ms", "÷ peer's", "imported at program start"], rows))
     ratio = over_i["otelmw run"] / over_i[peer] if over_i else over_t["otelmw run"] / over_t[peer]
-    clean = not modules["otelmw run"] and not modules["otelmw-store"]
+    # No host in either otelmw row; over OTLP the gRPC exporters are built (and
+    # imported) at start, as the SDK's metric reader needs its exporter's preferences.
+    no_host = not any(m.split(".")[0] in HOST_MODULES
+                      for c in ("otelmw run", "otelmw-store") for m in modules[c])
+    clean = no_host and not modules["otelmw-store"]
     print(f"\notelmw run start-up ÷ opentelemetry-instrument's "
           f"({'instructions' if over_i else 'wall time'}) = {ratio:.2f}: target ≤ 0.50 "
-          f"{'met' if ratio <= 0.5 else 'missed'}; nothing of a host or the deferred "
-          f"exporters imported at start: {'met' if clean else 'missed'}")
+          f"{'met' if ratio <= 0.5 else 'missed'}; no host imported at start, nor (with the "
+          f"store) a deferred module: {'met' if clean else 'missed'}")
     out = {"instructions": instr, "wall_s": times, "imported_at_start": modules,
            "ratio": ratio,
            "targets": {"start-up: otelmw ≤ 0.5 × opentelemetry-instrument": ratio <= 0.5,
