@@ -105,6 +105,18 @@ VENVS: dict[str, dict[str, str]] = {
     # instrumentation works (it cannot instrument 2.x)
     "mcp1": {"mcp": "1.30.0", "opentelemetry-instrumentation-mcp": "0.62.4"},
 }
+# Benchmark 8 (bench_start.py): the hosts venv, plus the peers of the provider SDKs
+# (benchmark 1's three openai anchors, OpenLLMetry anthropic) and the distro whose
+# configurator ``opentelemetry-instrument`` uses when otelmw's is not chosen.
+VENVS["start"] = {
+    **VENVS["hosts"],
+    "openinference-instrumentation-openai": "0.1.66",
+    "opentelemetry-instrumentation-openai": "0.62.4",
+    "anthropic": "2.15.0",
+    "opentelemetry-instrumentation-anthropic": "0.62.4",
+    "opentelemetry-distro": "0.66b2",
+}
+HOST_PINNED = ("hosts", "start")  # the venvs with current.txt's host pins
 # Shared by every contender, pinned as the environment running the benchmark has them
 # (the ``current`` matrix environment), besides the host pins of current.txt.
 SHARED = ["openai", "httpx", "httpx2", "pydantic", "wrapt", "anyio", "orjson",
@@ -843,12 +855,12 @@ def requirements(name: str) -> list[str]:
     from importlib import metadata
 
     wanted = []
-    if name == "hosts":
+    if name in HOST_PINNED:
         for line in (ROOT / "scripts" / "envs" / "current.txt").read_text().splitlines():
             line = line.split("#", 1)[0].strip()
             if line and not line.startswith(("openai==", "anthropic==", "praisonaiagents==")):
                 wanted.append(line)
-    for shared in SHARED if name == "hosts" else SHARED_MCP1:
+    for shared in SHARED if name in HOST_PINNED else SHARED_MCP1:
         try:
             wanted.append(f"{shared}=={metadata.version(shared)}")
         except metadata.PackageNotFoundError:

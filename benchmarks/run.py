@@ -14,7 +14,8 @@ of a separate virtualenv that this runner creates on first use (see ``_venv.py``
 interpreter, which must then have the anchors installed). The other benchmarks run
 with the current interpreter (otelmw's development environment, with
 ``hermes-agent`` for benchmark 2 and ``grpcio`` for benchmark 5); benchmark 7 makes
-its own virtualenvs of the hosts and their peers (``bench_hosts.py``).
+its own virtualenvs of the hosts and their peers (``bench_hosts.py``), benchmark 8
+one with all of them and the provider SDKs' peers (``bench_start.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ BENCHES = {
     "hosts": ("bench_hosts.py",
               "7. One turn per agent host (LangChain, LiteLLM, OpenAI Agents SDK, pydantic-ai, "
               "MCP 2.x and 1.x) vs its peers, in instructions (valgrind) and CPU time"),
+    "start": ("bench_start.py",
+              "8. Process start under otelmw run vs opentelemetry-instrument with the peers"),
 }
 # The benchmarks run in the anchors' virtualenvs: how many of the openai releases
 # each covers, newest first (None: all; benchmark 1b, slow under valgrind, the newest).

@@ -207,22 +207,34 @@ def initialize() -> None:
     atexit.register(at_exit)
 
 
-def _configurator_base() -> type:
+def _configurator() -> type:
+    """``OtelmwConfigurator``, built on first access (``__getattr__``): the SDK's
+    ``_configuration`` module it extends is not needed under ``otelmw run``."""
     from opentelemetry.sdk._configuration import _BaseConfigurator
 
-    return _BaseConfigurator
+    class OtelmwConfigurator(_BaseConfigurator):  # type: ignore[misc]
+        """``opentelemetry-instrument`` configurator (entry point ``otelmw`` in the
+        ``opentelemetry_configurator`` group; select it with
+        ``OTEL_PYTHON_CONFIGURATOR=otelmw`` when another distro is installed):
+        configures the SDK like ``otelmw run`` and loads enabled plugins. The
+        ``otelmw_*`` instrumentors are then installed by ``opentelemetry-instrument``."""
+
+        __module__ = __name__
+        __qualname__ = "OtelmwConfigurator"
+
+        def _configure(self, **kwargs: Any) -> None:
+            settings = _configure_and_load_plugins()
+            announce_peers(settings)
+
+    return OtelmwConfigurator
 
 
-class OtelmwConfigurator(_configurator_base()):  # type: ignore[misc]
-    """``opentelemetry-instrument`` configurator (entry point ``otelmw`` in the
-    ``opentelemetry_configurator`` group; select it with
-    ``OTEL_PYTHON_CONFIGURATOR=otelmw`` when another distro is installed):
-    configures the SDK like ``otelmw run`` and loads enabled plugins. The
-    ``otelmw_*`` instrumentors are then installed by ``opentelemetry-instrument``."""
-
-    def _configure(self, **kwargs: Any) -> None:
-        settings = _configure_and_load_plugins()
-        announce_peers(settings)
+def __getattr__(name: str) -> Any:
+    if name == "OtelmwConfigurator":
+        configurator = _configurator()
+        globals()[name] = configurator  # once: later lookups find the class itself
+        return configurator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def announce_peers(settings: cfg.Settings) -> None:

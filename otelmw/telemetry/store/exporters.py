@@ -7,16 +7,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ...config import settings as cfg
 from .files import RotatingLines
-from .otlp_json import to_otlp_json
 
 
 class _StoreExporter:
@@ -32,6 +28,8 @@ class _StoreExporter:
 
     def _written(self, encode: Callable[[Any], Any], batch: Any) -> bool:
         """One OTLP/JSON export request written as a line (False: it could not be)."""
+        from .otlp_json import to_otlp_json  # protobuf: on the first export, not at start
+
         try:
             self.out.write(to_otlp_json(encode(batch)))
         except Exception:
@@ -49,6 +47,8 @@ class FileSpanExporter(_StoreExporter, SpanExporter):
     signal = "traces"
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
         return (SpanExportResult.SUCCESS if self._written(encode_spans, spans)
                 else SpanExportResult.FAILURE)
 
@@ -57,6 +57,8 @@ class FileLogExporter(_StoreExporter, LogRecordExporter):
     signal = "logs"
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
         return (LogRecordExportResult.SUCCESS if self._written(encode_logs, batch)
                 else LogRecordExportResult.FAILURE)
 
@@ -66,5 +68,7 @@ class FileMetricExporter(_StoreExporter, MetricExporter):
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
                **kwargs: Any) -> MetricExportResult:
+        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
         return (MetricExportResult.SUCCESS if self._written(encode_metrics, metrics_data)
                 else MetricExportResult.FAILURE)
