@@ -228,6 +228,21 @@ def setup(config: str) -> tuple[Any, Any, Any]:
     return fn, tp, exporter
 
 
+def original_copy(call: str) -> Callable[[], Any]:
+    """Hermes' own copy of the original, once, on benchmark 2's request (``llm``) or
+    arguments (``tool``): ``hermes_cli.middleware._safe_copy``, the ``deepcopy`` its
+    request stage makes of the payload on every call that has request middleware
+    (``original_request``/``original_args``; it then copies that again for the
+    middleware's working payload). Benchmark 2b judges otelmw's once-per-call setup
+    against it."""
+    payload = REQUEST if call == "llm" else ARGS
+    copy = hm._safe_copy
+
+    def copy_original() -> Any:
+        return copy(payload)
+    return copy_original
+
+
 def bare_span(tracer: Any) -> Callable[[], None]:
     """One bare span on ``tracer`` (``start_span().end()``, a layer span's name): the
     machine's pace (``_harness.MachineSpeed``; benchmark 2b counts it in instructions)."""
