@@ -113,21 +113,34 @@ ensure_venv() {  # ensure_venv NAME FILE [KIND]: prints the venv directory, read
 }
 
 export CI="${CI:-}"
-# Run order: the environments limited to some hosts ("# only:") first, then those that
-# run the whole suite. Only a whole-suite environment runs the stack tests, so on a cold
-# machine the stack's Go build (minutes) overlaps the small environments' installs and
-# runs instead of holding up the first pytest.
+# Run order: first the environments that run no stack test, then the others (those
+# limited to hosts that a stack test is marked for, then those that run the whole
+# suite): on a cold machine the stack's Go build (minutes) overlaps the first ones'
+# installs and runs instead of holding up the first pytest. The stack tests' hosts are
+# read off their @pytest.mark.host markers.
+stack_hosts=" $(grep -ho 'mark\.host([^)]*)' tests/test_stack_*.py | grep -o '"[^"]*"' \
+  | tr -d '"' | sort -u | xargs) "
+needs_stack() {  # needs_stack FILE: does this environment run a stack test?
+  local only host
+  only="$(env_field "$1" only)"
+  [ -n "$only" ] || return 0
+  for host in $only; do [[ "$stack_hosts" == *" $host "* ]] && return 0; done
+  return 1
+}
 mapfile -t env_files < <(ls scripts/envs/*.txt)
 selected=()
+later=()
 whole=()
 for file in "${env_files[@]}"; do
   name="$(basename "$file" .txt)"
   if [ -n "${OTELMW_TEST_ENVS:-}" ] && [[ " $OTELMW_TEST_ENVS " != *" $name "* ]]; then
     continue
   fi
-  if [ -n "$(env_field "$file" only)" ]; then selected+=("$file"); else whole+=("$file"); fi
+  if [ -z "$(env_field "$file" only)" ]; then whole+=("$file")
+  elif needs_stack "$file"; then later+=("$file")
+  else selected+=("$file"); fi
 done
-selected+=(${whole[@]+"${whole[@]}"})
+selected+=(${later[@]+"${later[@]}"} ${whole[@]+"${whole[@]}"})
 if ((${#selected[@]} == 0)); then
   say "no environment selected (OTELMW_TEST_ENVS=${OTELMW_TEST_ENVS:-})"
   exit 1
@@ -259,7 +272,7 @@ for file in "${selected[@]}"; do
   done
   hosts="$(env_field "$file" hosts)"
   only="$(env_field "$file" only)"
-  [ -n "$only" ] || stack_ready  # the stack tests run where the whole suite does
+  if needs_stack "$file"; then stack_ready; fi
   say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
   set +e
   PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
