@@ -64,6 +64,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require_host(host)
 
 
+def _utf8(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\ud800``): an xdist worker sends its
+    reports to the controller as UTF-8, which a lone surrogate cannot be."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    # The hostile-value tests log strings holding lone surrogates on purpose; captured
+    # into a report's sections, they would crash the xdist worker sending it.
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(title, _utf8(text)) for title, text in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = _utf8(report.longrepr)
+
+
 @pytest.fixture
 def h() -> Iterator[TelemetryHarness]:
     """A fresh in-memory telemetry harness; fails the test if the SDK complained
