@@ -25,7 +25,7 @@ from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
 
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content.digests import digest
 
 pytestmark = pytest.mark.host("langchain")
 
