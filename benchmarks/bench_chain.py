@@ -58,7 +58,7 @@ from opentelemetry.sdk.trace import TracerProvider
 import otelmw.core.contract as oc
 from otelmw.core.pipeline import Pipeline
 from otelmw.core.plugins import PluginManager
-from otelmw.telemetry.observer import TelemetryObserver
+from otelmw.telemetry.setup.observer import TelemetryObserver
 
 REQUEST = {"model": "gpt-4o-mini", "temperature": 0.2, "max_tokens": 256,
            "messages": [{"role": "system", "content": "You are a helpful assistant."},

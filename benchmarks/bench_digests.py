@@ -1,6 +1,6 @@
 """Benchmark 4 — raw-result digests by result size and type.
 
-``otelmw.telemetry.digests.digest(value)`` (what the observer puts on every
+``otelmw.telemetry.content.digests.digest(value)`` (what the observer puts on every
 ``execute_tool`` span as ``otelmw.result.raw.digest``) for ``str``, ``bytes`` and
 ``dict`` results of about 100 B, 1 KB, 10 KB, 1 MB, 10 MB and 100 MB of canonical
 serialization. The ``dict`` is a typical tool result: ``{"rows": [{"id", "name",
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness as h
 import orjson
 
-from otelmw.telemetry import digests
+from otelmw.telemetry.content import digests
 
 SIZES = {"100 B": 100, "1 KB": 1_000, "10 KB": 10_000, "1 MB": 1_000_000,
          "10 MB": 10_000_000, "100 MB": 100_000_000}

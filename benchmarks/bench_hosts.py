@@ -273,7 +273,7 @@ def _otelmw(host: Host, contender: str, tp: Any) -> None:
     ``otelmw-server`` (MCP: one side instrumented, full contract)."""
     from otelmw.core import get_pipeline
     from otelmw.core.plugins import get_plugin_manager
-    from otelmw.telemetry.observer import TelemetryObserver
+    from otelmw.telemetry.setup.observer import TelemetryObserver
 
     pipe = get_pipeline()
     pipe.observer = TelemetryObserver(tracer_provider=tp, failures=pipe.failures)

@@ -159,7 +159,7 @@ def install(config: str, tp: TracerProvider, lp: Any = None) -> None:
     elif config.startswith("otelmw"):
         from otelmw.core.pipeline import get_pipeline
         from otelmw.instrumentation.openai import OpenAIInstrumentor
-        from otelmw.telemetry.observer import TelemetryObserver
+        from otelmw.telemetry.setup.observer import TelemetryObserver
 
         pipe = get_pipeline()
         pipe.observer = TelemetryObserver(tracer_provider=tp, logger_provider=lp,

@@ -108,7 +108,7 @@ def setup(config: str) -> tuple[Any, Any, Receiver | None]:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        from otelmw.telemetry.observer import TelemetryObserver
+        from otelmw.telemetry.setup.observer import TelemetryObserver
 
         if state == "reachable":
             rx = Receiver()

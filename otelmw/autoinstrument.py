@@ -168,7 +168,7 @@ def _configure_and_load_plugins() -> cfg.Settings:
     """Inside a running program: one warning per bad setting, which keeps its
     default; everything else is configured as asked."""
     from .core.plugins import load_plugins
-    from .telemetry.configuration import configure
+    from .telemetry.setup.configuration import configure
 
     settings = cfg.load(strict=False)
     # service.name defaults to the program's name (OTel's convention when unknown)
@@ -183,7 +183,7 @@ def _configure_and_load_plugins() -> cfg.Settings:
 
 def initialize() -> None:
     from . import run_notice
-    from .telemetry.configuration import current
+    from .telemetry.setup.configuration import current
 
     settings = _configure_and_load_plugins()
     report = instrument_all(settings)
@@ -244,7 +244,7 @@ def announce_peers(settings: cfg.Settings) -> None:
     default). ``otelmw run`` starts only otelmw's instrumentors: nothing to announce."""
     from . import run_notice
     from .peers import active_peers
-    from .telemetry.configuration import current
+    from .telemetry.setup.configuration import current
 
     telemetry = current()
     if settings[cfg.QUIET] or telemetry is None or telemetry.disabled:

@@ -27,7 +27,7 @@ from .config.settings import WrapTarget
 
 if TYPE_CHECKING:  # autoinstrument imports the records below and must stay light
     from .peers import ActivePeer
-    from .telemetry.configuration import Telemetry
+    from .telemetry.setup.configuration import Telemetry
 
 logger = logging.getLogger("otelmw")
 

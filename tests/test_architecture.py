@@ -157,3 +157,13 @@ def test_every_file_a_walk_names_exists(title: str) -> None:
         if not (PACKAGE.parent / path).exists() and not short.exists():
             missing.append(name)
     assert missing == []
+
+
+def test_telemetry_groups_its_modules_by_concern() -> None:
+    """Issue 39: the telemetry side is packages by concern (setup, span kinds, provider
+    shapes, content rules, export, store) with at most 8 modules loose beside them."""
+    telemetry = PACKAGE / "telemetry"
+    loose = sorted(p.name for p in telemetry.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 8, loose
+    assert {p.name for p in telemetry.iterdir() if (p / "__init__.py").exists()} >= {
+        "setup", "spans", "shapes", "content", "export", "store"}

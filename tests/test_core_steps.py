@@ -31,7 +31,7 @@ from _support.telemetry import (
 
 from otelmw import ListMemoryAdapter, NormalizedToolResult
 from otelmw.core import calls_sync
-from otelmw.telemetry.content import SPAN_AND_EVENT
+from otelmw.telemetry.content.policy import SPAN_AND_EVENT
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -24,7 +24,7 @@ from _support.host_scenarios import PROMPT_EXPORT, result_of, run_ok, scenario_e
 from _support.otlp_receiver import OtlpReceiver, ReceivedRun, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content.digests import digest
 
 pytestmark = pytest.mark.host("hermes")
 

@@ -31,7 +31,7 @@ from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
 
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content.digests import digest
 
 AGENT = pytest.mark.host("langchain")  # create_agent: needs the langchain package
 GRAPH = pytest.mark.host("langgraph")  # langgraph + langchain-core + langchain-openai

@@ -31,7 +31,7 @@ from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import ScriptedLLMServer
 from _support.targets import current_targets
 
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content.digests import digest
 
 pytestmark = pytest.mark.host("openai-agents", "openai")
 

@@ -24,7 +24,7 @@ from _support.host_scenarios import TIMEOUT, assert_no_canary, run_scenario, sce
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan, free_port
 from _support.scripted_llm import ScriptedLLMServer
 
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content.digests import digest
 
 pytestmark = pytest.mark.host("praisonai")
 

@@ -36,7 +36,7 @@ from _support.telemetry import (
     w_name,
 )
 
-from otelmw.telemetry.content import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
+from otelmw.telemetry.content.policy import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
 
 CAPTURE_MODES = [NO_CONTENT, SPAN_ONLY, EVENT_ONLY, SPAN_AND_EVENT]
 ON_SPANS = {SPAN_ONLY, SPAN_AND_EVENT}

@@ -1,7 +1,8 @@
 """Names users and dashboards depend on survive moves inside the package.
 
 The modules' homes before ``otelmw/core/`` (``otelmw.results``, ``otelmw.pipeline``, …)
-are the same module objects as their new homes; otelmw's own exceptions keep the
+are the same module objects as their new homes, and so is ``otelmw.telemetry.digests``
+(now ``otelmw.telemetry.content.digests``); otelmw's own exceptions keep the
 ``error.type`` they were exported under, and still pickle (a worker pool sends them
 between processes).
 """
@@ -14,6 +15,7 @@ import pickle
 import pytest
 
 import otelmw
+import otelmw.telemetry
 from otelmw.core import calls, failures, pipeline
 from otelmw.core.failures import error_type
 
@@ -23,6 +25,15 @@ def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
     assert importlib.import_module(f"otelmw.{old}") is importlib.import_module(
         f"otelmw.{new}")
     assert getattr(otelmw, old) is importlib.import_module(f"otelmw.{new}")
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(otelmw.telemetry.STABLE_MODULES.items()))
+def test_an_old_telemetry_module_path_is_the_new_module(old: str, new: str) -> None:
+    """A telemetry module the docs name for users (``otelmw.telemetry.digests``)
+    stays importable under that path after it moved into a package."""
+    assert importlib.import_module(f"otelmw.telemetry.{old}") is importlib.import_module(
+        f"otelmw.telemetry.{new}")
+    assert getattr(otelmw.telemetry, old) is importlib.import_module(f"otelmw.telemetry.{new}")
 
 
 EXPORTED_ERROR_TYPES = [

@@ -40,7 +40,7 @@ AGENT = textwrap.dedent(r"""
     from otelmw.core.plugins import PluginManager
     from otelmw.telemetry.export import guard as export_guard
     from otelmw.telemetry.export import spool
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     pipe = Pipeline()
     tel = configure("reliability-agent", pipeline=pipe)

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otelmw import PluginManager
 from otelmw.telemetry import carry
-from otelmw.telemetry.content import ContentPolicy
+from otelmw.telemetry.content.policy import ContentPolicy
 
 THREADS = 64
 TURNS_PER_THREAD = 12

@@ -17,7 +17,7 @@ from _support.calls import MODES, named
 from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
-from otelmw.telemetry.content import ContentPolicy
+from otelmw.telemetry.content.policy import ContentPolicy
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -98,7 +98,7 @@ def test_an_oversized_span_is_shrunk_and_delivered(tmp_path: Path) -> None:
 AGENT = textwrap.dedent("""
     import sys
     from otelmw import Pipeline
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     pipe = Pipeline()
     configure("spool-agent", pipeline=pipe)

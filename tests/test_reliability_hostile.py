@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 from otelmw import HOOK_NAMES, NextCallReusedError, Pipeline
 from otelmw.core.registry import Layer, make_layer
-from otelmw.telemetry.content import ContentPolicy
+from otelmw.telemetry.content.policy import ContentPolicy
 
 EXAMPLES = int(os.environ.get("OTELMW_HOSTILE_EXAMPLES", "2500"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -438,7 +438,7 @@ HOSTILE_PROGRAM = textwrap.dedent(r"""
     from otelmw import Pipeline, RuntimeMiddlewareRegistry
     from otelmw.core.results import NormalizedToolResult
     from otelmw.telemetry.export import guard
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
     tel = configure("hostile", pipeline=pipe)
@@ -681,8 +681,8 @@ def _catalogue() -> Iterator[tuple[str, Any]]:
 
 def test_digest_render_normalize_never_raise_and_stay_bounded() -> None:
     from otelmw.core.results import MiddlewareContext, PassThroughMiddleware
-    from otelmw.telemetry.content import ContentPolicy
-    from otelmw.telemetry.digests import digest
+    from otelmw.telemetry.content.digests import digest
+    from otelmw.telemetry.content.policy import ContentPolicy
 
     policy = ContentPolicy("SPAN_AND_EVENT", 4096)
     for name, value in _catalogue():

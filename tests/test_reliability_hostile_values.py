@@ -336,7 +336,7 @@ import json, sys
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.core.results import NormalizedToolResult
 from otelmw.telemetry.export import guard
-from otelmw.telemetry.configuration import configure
+from otelmw.telemetry.setup.configuration import configure
 
 pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
 tel = configure("huge", pipeline=pipe)

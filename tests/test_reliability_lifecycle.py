@@ -137,7 +137,7 @@ def test_sigterm_under_otelmw_run_flushes_then_dies_by_the_signal(
 def test_sigterm_in_a_program_that_called_configure(
         tmp_path: Path, rx: OtlpReceiver, llm: ScriptedLLMServer) -> None:
     prologue = ("from otelmw.instrumentation.openai import OpenAIInstrumentor\n"
-                "from otelmw.telemetry.configuration import configure\n"
+                "from otelmw.telemetry.setup.configuration import configure\n"
                 "configure('lifecycle'); OpenAIInstrumentor().instrument()\n")
     script = chat_program(tmp_path, llm, prologue=prologue)
     proc = start([sys.executable, str(script)], child_env(tmp_path, rx), tmp_path)
@@ -201,7 +201,7 @@ def test_an_ignored_sigterm_stays_ignored(
 def test_getsignal_shows_the_program_its_own_handlers(tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import signal
-        from otelmw.telemetry.configuration import configure
+        from otelmw.telemetry.setup.configuration import configure
         configure("lifecycle")
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGTERM)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -225,7 +225,7 @@ def test_getsignal_shows_the_program_its_own_handlers(tmp_path: Path) -> None:
 FORK_PROGRAM = """
 import multiprocessing as mp, os, sys
 from otelmw import get_pipeline
-from otelmw.telemetry.configuration import configure
+from otelmw.telemetry.setup.configuration import configure
 
 configure("lifecycle")
 pipe = get_pipeline()
@@ -329,7 +329,7 @@ FORKED_STREAM_PROGRAM = """
 import multiprocessing as mp
 import openai
 from otelmw.instrumentation.openai import OpenAIInstrumentor
-from otelmw.telemetry.configuration import configure
+from otelmw.telemetry.setup.configuration import configure
 
 configure("lifecycle")
 OpenAIInstrumentor().instrument()
@@ -364,7 +364,7 @@ def test_a_fork_child_reports_only_its_own_losses(tmp_path: Path, rx: OtlpReceiv
     code = textwrap.dedent("""
         import multiprocessing as mp
         from otelmw.telemetry.export import guard
-        from otelmw.telemetry.configuration import configure
+        from otelmw.telemetry.setup.configuration import configure
         configure("lifecycle")
         guard.record_drop("span", "queue_full", 5)  # the parent lost 5 before the fork
         if __name__ == "__main__":

@@ -43,7 +43,7 @@ AGENT = textwrap.dedent(r"""
     from otelmw import get_pipeline
     from otelmw.instrumentation.anthropic import AnthropicInstrumentor
     from otelmw.instrumentation.openai import OpenAIInstrumentor
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     C = os.environ["T_CANARY"]  # what we place in content (plus, under capture, secrets)
     SECRET = os.environ["T_SECRET"]
@@ -256,7 +256,7 @@ ERROR_AGENT = textwrap.dedent(r"""
     from otelmw import get_pipeline
     from otelmw.instrumentation.anthropic import AnthropicInstrumentor
     from otelmw.instrumentation.openai import OpenAIInstrumentor
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     C = os.environ["T_CANARY"]
     BASE, ROOT = os.environ["T_BASE_URL"], os.environ["T_ROOT_URL"]

@@ -16,7 +16,7 @@ from _support.calls import EXEC_KIND, MODES, OPS, REQUEST_KIND, TOOL, minimal_pa
 from _support.telemetry import ObservedPipeline
 from opentelemetry import context as otel_context
 
-from otelmw.telemetry.content import ContentPolicy
+from otelmw.telemetry.content.policy import ContentPolicy
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -32,8 +32,8 @@ from otelmw import get_pipeline
 from otelmw.instrumentation.anthropic import AnthropicInstrumentor
 from otelmw.instrumentation.openai import OpenAIInstrumentor
 from otelmw.telemetry import attributes as a
-from otelmw.telemetry.content import SPAN_AND_EVENT
-from otelmw.telemetry.responses import ResponseFacts
+from otelmw.telemetry.content.policy import SPAN_AND_EVENT
+from otelmw.telemetry.shapes.responses import ResponseFacts
 from otelmw.telemetry.spans.chat import request_attributes
 
 DATA = Path(__file__).resolve().parent / "data" / "conformance"

@@ -18,7 +18,7 @@ from _support.semconv_schemas import MESSAGE_KEYS, validate, validate_value
 from _support.telemetry import TelemetryHarness, all_exported_text
 from opentelemetry._logs import SeverityNumber
 
-from otelmw.telemetry.content import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
+from otelmw.telemetry.content.policy import EVENT_ONLY, NO_CONTENT, SPAN_AND_EVENT, SPAN_ONLY
 
 DETAILS = "gen_ai.client.inference.operation.details"
 EXCEPTION = "gen_ai.client.operation.exception"
@@ -429,7 +429,7 @@ def test_a_chat_calls_content_is_rendered_once_for_its_span_event_and_turn(
     """The chat span's messages are the ones its inference event and its turn's agent
     span carry: rendered once per call (one ``message_value`` per attribute), not once
     per place they go."""
-    from otelmw.telemetry.content import ContentPolicy
+    from otelmw.telemetry.content.policy import ContentPolicy
 
     rendered: list[int] = []
     real, real_newest = ContentPolicy.message_value, ContentPolicy.newest_messages_value

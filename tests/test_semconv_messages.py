@@ -40,21 +40,21 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from otelmw import get_pipeline
 from otelmw.telemetry import set_redactor
-from otelmw.telemetry.content import (
+from otelmw.telemetry.content.policy import (
     EVENT_ONLY,
     NO_CONTENT,
     SPAN_AND_EVENT,
     SPAN_ONLY,
     ContentPolicy,
 )
-from otelmw.telemetry.messages import (
+from otelmw.telemetry.setup.observer import TelemetryObserver
+from otelmw.telemetry.shapes.messages import (
     OutputCollector,
     newest_input_messages,
     output_messages,
     request_content,
     tool_definitions,
 )
-from otelmw.telemetry.observer import TelemetryObserver
 
 jsonschema = require_module("jsonschema")
 
@@ -690,7 +690,7 @@ def test_tool_definitions_of_every_provider_shape() -> None:
 
 def test_a_shape_that_cannot_be_read_costs_its_content_never_the_span(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry import events
+    from otelmw.telemetry.shapes import events
 
     def unreadable(*args: Any) -> Any:
         raise RuntimeError("unreadable")

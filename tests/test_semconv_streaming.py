@@ -22,7 +22,7 @@ from _support.telemetry import TelemetryHarness
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otelmw import get_pipeline
-from otelmw.telemetry.content import SPAN_AND_EVENT
+from otelmw.telemetry.content.policy import SPAN_AND_EVENT
 
 DATA = Path(__file__).resolve().parent / "data" / "conformance"
 TTFC = "gen_ai.response.time_to_first_chunk"

@@ -30,7 +30,7 @@ PROGRAM = textwrap.dedent("""
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     pipeline, memory = build_demo_pipeline()
     telemetry = configure("configure-test", pipeline=pipeline)
@@ -249,7 +249,7 @@ def test_invalid_configuration_raises_value_error(tmp_path: Path, var: str, valu
                     **{var: value})
     code = textwrap.dedent("""
         from opentelemetry import _logs, metrics, trace
-        from otelmw.telemetry.configuration import configure
+        from otelmw.telemetry.setup.configuration import configure
         try:
             configure()
         except ValueError as exc:
@@ -277,7 +277,7 @@ def test_configure_is_idempotent(rx: OtlpReceiver, tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import json
         from otelmw.core.pipeline import get_pipeline
-        from otelmw.telemetry import configuration
+        from otelmw.telemetry.setup import configuration
 
         first = configuration.configure()
         second = configuration.configure("another-name")
@@ -324,7 +324,7 @@ def test_application_tracer_provider_is_kept(rx: OtlpReceiver, tmp_path: Path) -
         before = list(app_tp._active_span_processor._span_processors)
 
         from otelmw.demo import DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline, run_agent
-        from otelmw.telemetry.configuration import configure
+        from otelmw.telemetry.setup.configuration import configure
 
         pipeline, _ = build_demo_pipeline()
         telemetry = configure(pipeline=pipeline)
@@ -445,22 +445,25 @@ def test_no_endpoint_goes_to_embedded_store(tmp_path: Path, explicit_dir: bool) 
 
 # What configure() and a turn may rebind at module level: process-wide runtime state,
 # each named as such where it lives. Settings are handed down by constructor instead.
-RUNTIME_STATE = {"otelmw.telemetry.configuration._current",
+RUNTIME_STATE = {"otelmw.telemetry.setup.configuration._current",
                  "otelmw.telemetry.export.process_exit._flush",
-                 "otelmw.telemetry.context._installed", "otelmw.telemetry.digests._mac"}
+                 "otelmw.telemetry.setup.context._installed",
+                 "otelmw.telemetry.content.digests._mac"}
 REBINDS = textwrap.dedent("""
     import json, sys
-    import otelmw.demo, otelmw.telemetry.configuration
+    import otelmw.demo, otelmw.telemetry.setup.configuration
 
     def module_globals():
+        # Each module once, under its own name (not under an old path kept for it).
         return {f"{m}.{k}": v for m, mod in list(sys.modules.items())
-                if m == "otelmw" or m.startswith("otelmw.") for k, v in vars(mod).items()
+                if (m == "otelmw" or m.startswith("otelmw.")) and mod.__name__ == m
+                for k, v in vars(mod).items()
                 if not (k.startswith("__") and k.endswith("__"))}
 
     before = module_globals()
     from otelmw.demo import DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline, run_agent
     pipeline, _ = build_demo_pipeline()
-    telemetry = otelmw.telemetry.configuration.configure("rebinds", pipeline=pipeline)
+    telemetry = otelmw.telemetry.setup.configuration.configure("rebinds", pipeline=pipeline)
     with pipeline.turn("demo-agent", session_id="s-1", runtime_id=DEMO_RUNTIME):
         run_agent(pipeline, ScriptedProvider(), "weather?")
     telemetry.shutdown()
@@ -479,8 +482,8 @@ def test_the_propagate_threads_argument_wins_over_the_environment(tmp_path: Path
     code = textwrap.dedent("""
         import json
         from otelmw.config import settings as cfg
-        from otelmw.telemetry.context import threads_instrumented
-        from otelmw.telemetry.configuration import configure
+        from otelmw.telemetry.setup.context import threads_instrumented
+        from otelmw.telemetry.setup.configuration import configure
         telemetry = configure("threads", propagate_threads=False)
         print(json.dumps([telemetry.settings[cfg.NO_THREAD_PROPAGATION],
                           threads_instrumented()]))

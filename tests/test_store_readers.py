@@ -27,7 +27,7 @@ TWO_BATCHES = textwrap.dedent("""
     from otelmw.demo import (DEMO_RUNTIME, ScriptedProvider, build_demo_pipeline,
                              register_demo_plugins, run_agent)
     from otelmw.core.plugins import PluginManager
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
     import tempfile
     from pathlib import Path
 

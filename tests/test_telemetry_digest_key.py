@@ -22,11 +22,11 @@ from _support.components import clean_env, unavailable
 from _support.digest_key import keyed_hex
 from _support.telemetry import TelemetryHarness
 
-from otelmw.telemetry import digests
+from otelmw.telemetry.content import digests
 
 PIN = "4821"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "telemetry.md"
-CHILD = ("import json, sys; from otelmw.telemetry.digests import digest; "
+CHILD = ("import json, sys; from otelmw.telemetry.content.digests import digest; "
          "print(json.dumps([digest(v)[0] for v in json.loads(sys.argv[1])]))")
 
 
@@ -86,7 +86,7 @@ def test_processes_of_one_deployment_agree_and_other_deployments_differ(
 
 def test_a_short_digest_key_is_refused_at_configure_without_echoing_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     monkeypatch.setenv("OTELMW_DIGEST_KEY", "hunter2")
     with pytest.raises(ValueError, match="OTELMW_DIGEST_KEY") as info:
@@ -118,7 +118,7 @@ SETTINGS_CHILD = textwrap.dedent("""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from otelmw import get_pipeline
     from otelmw.config import settings as cfg
-    from otelmw.telemetry.configuration import configure
+    from otelmw.telemetry.setup.configuration import configure
 
     settings = cfg.load().with_value(cfg.DIGEST_KEY, %r).with_value(cfg.DIGEST_MAX_BYTES, 64)
     telemetry = configure("digest-settings", settings=settings)

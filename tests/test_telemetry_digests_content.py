@@ -18,15 +18,16 @@ from _support.digest_key import keyed_hex
 from _support.telemetry import TelemetryHarness, all_exported_text, assert_cut_to
 
 from otelmw.config.settings import load
-from otelmw.telemetry import ContentPolicy, default_redactor, digest, digests, set_redactor
-from otelmw.telemetry.content import (
+from otelmw.telemetry import ContentPolicy, default_redactor, digest, set_redactor
+from otelmw.telemetry.content import digests
+from otelmw.telemetry.content.digests import canonical_bytes
+from otelmw.telemetry.content.policy import (
     EVENT_ONLY,
     NO_CONTENT,
     SPAN_AND_EVENT,
     SPAN_ONLY,
     mime_type,
 )
-from otelmw.telemetry.digests import canonical_bytes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -462,7 +463,7 @@ def test_an_otelmw_error_as_a_raw_result_names_its_stable_home() -> None:
     code is regrouped."""
     from otelmw.core.failures import error_type
     from otelmw.core.pipeline import ToolArgumentsError
-    from otelmw.telemetry.digests import type_name
+    from otelmw.telemetry.content.digests import type_name
 
     exc = ToolArgumentsError("not JSON")
     assert ToolArgumentsError.__module__ != "otelmw.tool_calls"  # it did move

@@ -27,8 +27,8 @@ from _support.digest_key import keyed_hex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otelmw.telemetry import digests
-from otelmw.telemetry.digests import digest
+from otelmw.telemetry.content import digests
+from otelmw.telemetry.content.digests import digest
 
 
 def documented_default(value: Any) -> Any:
@@ -173,7 +173,7 @@ def test_digests_do_not_depend_on_orjson_being_installed() -> None:
     code = (
         "import sys; sys.modules['orjson'] = None\n"
         "from typing import Any\n"
-        "from otelmw.telemetry import digests\n"
+        "from otelmw.telemetry.content import digests\n"
         "assert digests._orjson is None and not digests._ORJSON_SAME_BYTES\n"
         + inspect.getsource(rows)
         + f"for src in {SAMPLES!r}: print(digests.digest(eval(src))[0])\n"

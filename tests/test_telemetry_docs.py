@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otelmw import PluginManager
 from otelmw.demo import ScriptedProvider, build_demo_pipeline, register_demo_plugins, run_agent
 from otelmw.telemetry import attributes as a
-from otelmw.telemetry.content import SPAN_AND_EVENT, ContentPolicy
-from otelmw.telemetry.observer import TelemetryObserver
+from otelmw.telemetry.content.policy import SPAN_AND_EVENT, ContentPolicy
+from otelmw.telemetry.setup.observer import TelemetryObserver
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "telemetry.md").read_text()
 

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.core.contract import CallInfo
-from otelmw.telemetry import digests
-from otelmw.telemetry.content import SPAN_ONLY, ContentPolicy
-from otelmw.telemetry.observer import TelemetryObserver
+from otelmw.telemetry.content import digests
+from otelmw.telemetry.content.policy import SPAN_ONLY, ContentPolicy
+from otelmw.telemetry.setup.observer import TelemetryObserver
 from otelmw.telemetry.spans import operation
 from otelmw.telemetry.spans.layer import LayerInfo, LayerToken
 

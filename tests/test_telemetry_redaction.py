@@ -14,8 +14,9 @@ from _support.telemetry import TelemetryHarness, all_exported_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otelmw.telemetry import content, default_redactor, set_redactor
-from otelmw.telemetry.content import NO_CONTENT, REDACTED, SPAN_AND_EVENT
+from otelmw.telemetry import default_redactor, set_redactor
+from otelmw.telemetry.content import policy
+from otelmw.telemetry.content.policy import NO_CONTENT, REDACTED, SPAN_AND_EVENT
 
 R = REDACTED
 # (form, text, the text as it must be exported); the secret is what differs.
@@ -88,12 +89,12 @@ def _every_expression(text: str) -> str:
     """The default redactor's five expressions run over every text (what it did before
     it learnt to skip the ones a text cannot match)."""
     if "PRIVATE KEY" in text:
-        text = content._PRIVATE_KEY.sub(R, text)
+        text = policy._PRIVATE_KEY.sub(R, text)
     if "://" in text:
-        text = content._URL_PASSWORD.sub(r"\1" + R + r"\2", text)
-    text = content._KEY_VALUE.sub(content._mask_key_value, text)
-    text = content._AUTH_SCHEME.sub(lambda m: m.group("scheme") + R, text)
-    return content._KNOWN_KEYS.sub(R, text)
+        text = policy._URL_PASSWORD.sub(r"\1" + R + r"\2", text)
+    text = policy._KEY_VALUE.sub(policy._mask_key_value, text)
+    text = policy._AUTH_SCHEME.sub(lambda m: m.group("scheme") + R, text)
+    return policy._KNOWN_KEYS.sub(R, text)
 
 
 # Pieces of credential forms, near misses and the characters around them (case
@@ -133,9 +134,9 @@ def test_the_default_redactor_answers_a_text_seen_before_from_memory() -> None:
     """An agent sends its earlier messages on every call: the default redactor's answer
     for a text is kept; a redactor of the program's own is asked every time."""
     text = "my password=hunter2 again"
-    assert content.redact(text) == f"my password={R} again"
-    assert content._REDACTED.answers.get(text) == f"my password={R} again"
-    assert content.redact(text) == f"my password={R} again"
+    assert policy.redact(text) == f"my password={R} again"
+    assert policy._REDACTED.answers.get(text) == f"my password={R} again"
+    assert policy.redact(text) == f"my password={R} again"
     seen: list[str] = []
 
     def own(value: str) -> str:
@@ -144,13 +145,13 @@ def test_the_default_redactor_answers_a_text_seen_before_from_memory() -> None:
 
     set_redactor(own)
     try:
-        assert [content.redact(text), content.redact(text)] == [text.upper()] * 2
+        assert [policy.redact(text), policy.redact(text)] == [text.upper()] * 2
     finally:
         set_redactor(None)
     assert seen == [text, text]
     # Bounded: a text too big to be worth keeping is not kept.
-    big = "x" * (content.REDACTED_CACHE_CHARS // 16)
-    assert content.redact(big) == big and big not in content._REDACTED.answers
+    big = "x" * (policy.REDACTED_CACHE_CHARS // 16)
+    assert policy.redact(big) == big and big not in policy._REDACTED.answers
 
 
 @pytest.fixture

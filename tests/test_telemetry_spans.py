@@ -816,7 +816,7 @@ def test_hook_events_none(h: TelemetryHarness) -> None:
 
 
 def test_hook_events_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.observer import TelemetryObserver
+    from otelmw.telemetry.setup.observer import TelemetryObserver
 
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
     monkeypatch.delenv("OTELMW_CONTENT_MAX_LENGTH", raising=False)
@@ -911,7 +911,7 @@ def test_middleware_duration_metric_can_be_switched_off(
 
 
 def test_middleware_metrics_switch_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otelmw.telemetry.observer import TelemetryObserver
+    from otelmw.telemetry.setup.observer import TelemetryObserver
 
     monkeypatch.delenv("OTELMW_MIDDLEWARE_METRICS", raising=False)
     assert TelemetryObserver().layer_metrics is True  # on by default: the contract metric

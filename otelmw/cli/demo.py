@@ -42,7 +42,7 @@ def run_demo(quiet: bool = False, style: Style | None = None) -> int:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from ..telemetry.configuration import configure, exporter_choice
+    from ..telemetry.setup.configuration import configure, exporter_choice
     from ..telemetry.store.files import data_dir, store_write_errors
 
     log = logging.getLogger("otelmw")

@@ -72,7 +72,7 @@ def ensure_observer() -> None:
 
 def _telemetry_observer() -> PipelineObserver:
     from ..config import settings as cfg
-    from ..telemetry.observer import TelemetryObserver
+    from ..telemetry.setup.observer import TelemetryObserver
 
     # Here the program is already running (an instrumentor installs this on the host's
     # import): a bad setting falls back to its default with one warning instead of

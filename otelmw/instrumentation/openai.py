@@ -6,7 +6,7 @@ module ``openai.resources.chat.completions`` on the oldest 1.x releases (1.26) a
 that package's ``completions`` submodule on later ones; ``responses.create`` exists
 from openai 1.66 on (before, there is nothing to wrap: logged at INFO, as any target
 that is missing). The objects these methods return are read by duck typing
-(``otelmw/telemetry/responses.py``), the same on every release.
+(``otelmw/telemetry/shapes/responses.py``), the same on every release.
 """
 
 from __future__ import annotations

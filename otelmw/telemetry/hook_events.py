@@ -17,9 +17,9 @@ from ..core.contract import MIDDLEWARE_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION,
 from ..core.failures import error_type
 from ..core.results import NormalizedToolResult
 from . import attributes
-from .content import redact
+from .content.policy import redact
+from .content.values import clean_str as _c
 from .spans.operation import Signals, call_ids, digest_once
-from .values import clean_str as _c
 
 
 class HookEventEmitter:

@@ -8,7 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from otelmw.telemetry import digests
+from otelmw.telemetry.content import digests
 
 
 def deployment_key() -> bytes:

@@ -39,7 +39,7 @@ from _support.calls import (
 )
 from otelmw import Pipeline, RuntimeMiddlewareRegistry, get_pipeline
 from otelmw.telemetry import ContentPolicy, TelemetryObserver
-from otelmw.telemetry.content import NO_CONTENT
+from otelmw.telemetry.content.policy import NO_CONTENT
 
 
 class TelemetryHarness:

@@ -15,8 +15,8 @@ import sys
 
 from otelmw import Pipeline, RuntimeMiddlewareRegistry
 from otelmw.core.results import NormalizedToolResult
-from otelmw.telemetry.configuration import configure
 from otelmw.telemetry.export import guard
+from otelmw.telemetry.setup.configuration import configure
 
 pipe = Pipeline(normalizers=RuntimeMiddlewareRegistry())
 tel = configure("export-bound", pipeline=pipe)

@@ -41,7 +41,7 @@ from otelmw.demo import (
     register_demo_plugins,
     run_agent,
 )
-from otelmw.telemetry.configuration import configure
+from otelmw.telemetry.setup.configuration import configure
 
 BROKEN_RUNTIME = "live_broken_runtime"
 FAILING_HOOK = "post_api_request"

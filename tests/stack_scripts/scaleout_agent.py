@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otelmw import NormalizerRegistry, Pipeline
-from otelmw.telemetry.configuration import configure
+from otelmw.telemetry.setup.configuration import configure
 
 PROPAGATOR = TraceContextTextMapPropagator()
 

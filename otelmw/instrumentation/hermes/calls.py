@@ -36,7 +36,7 @@ from ...core import (
 from ...core import (
     open_call as open_host_call,
 )
-from ...telemetry.context import safe_detach
+from ...telemetry.setup.context import safe_detach
 from .._base import server_of
 
 RUNTIME_ID = AGENT_NAME = "hermes"

@@ -14,7 +14,7 @@ import wrapt
 from ...core import (
     hook_firings_recorded,
 )
-from ...telemetry.context import safe_detach
+from ...telemetry.setup.context import safe_detach
 from . import calls
 from .middleware import run_hermes_function
 from .results import normalized

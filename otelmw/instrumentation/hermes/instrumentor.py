@@ -6,7 +6,7 @@ from typing import Any
 
 from ...config import settings as cfg
 from ...core import LLM_REQUEST, TOOL_REQUEST
-from ...telemetry import context as tctx
+from ...telemetry.setup import context as tctx
 from .._base import OtelmwInstrumentor, Wrapper
 from .hooks import invoke_hook
 from .middleware import apply_request, invoke_middleware, run_execution_chain

@@ -40,7 +40,7 @@ from ...core import (
     changed_payload_keys,
     host_layer,
 )
-from ...telemetry.context import safe_detach
+from ...telemetry.setup.context import safe_detach
 from .._base import Wrapper
 from . import calls
 

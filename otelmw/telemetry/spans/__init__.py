@@ -17,6 +17,6 @@ invocation type one module:
 * ``step``: a host's own steps over several calls (a router), and a host's own
   attributes on a call's span.
 
-``otelmw.telemetry.observer.TelemetryObserver`` holds one object of each and routes
+``otelmw.telemetry.setup.observer.TelemetryObserver`` holds one object of each and routes
 the seam's calls to them.
 """

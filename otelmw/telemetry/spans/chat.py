@@ -13,12 +13,12 @@ from typing import Any
 
 from ...core.contract import CallInfo
 from .. import attributes
-from ..events import ChatMessages, InferenceEvents, chat_messages
-from ..messages import OutputCollector
-from ..responses import ResponseFacts, is_stream, raw_response_body
-from ..streams import wrap_stream
-from ..values import clean_str as _c
-from ..values import otlp_number, port_number
+from ..content.values import clean_str as _c
+from ..content.values import otlp_number, port_number
+from ..shapes.events import ChatMessages, InferenceEvents, chat_messages
+from ..shapes.messages import OutputCollector
+from ..shapes.responses import ResponseFacts, is_stream, raw_response_body
+from ..shapes.streams import wrap_stream
 from .model_call import ModelCallSpans
 from .operation import OpState, Signals, perf_counter
 

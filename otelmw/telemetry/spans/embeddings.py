@@ -7,9 +7,9 @@ from typing import Any
 
 from ...core.contract import CallInfo
 from .. import attributes
-from ..responses import EmbeddingsFacts
-from ..values import clean_str as _c
-from ..values import otlp_number
+from ..content.values import clean_str as _c
+from ..content.values import otlp_number
+from ..shapes.responses import EmbeddingsFacts
 from .model_call import ModelCallSpans
 from .operation import OpState, perf_counter
 

@@ -46,10 +46,10 @@ from ..attributes import (
     OUTPUT_MIME_TYPE,
     OUTPUT_VALUE,
 )
-from ..content import mime_type
-from ..context import raw_detach as _detach
-from ..values import MAX_STR, short_text
-from ..values import clean_str as _c
+from ..content.policy import mime_type
+from ..content.values import MAX_STR, short_text
+from ..content.values import clean_str as _c
+from ..setup.context import raw_detach as _detach
 from .operation import Signals, attach, mark_exception, perf_counter, set_span_in_context
 
 _INTERNAL = SpanKind.INTERNAL

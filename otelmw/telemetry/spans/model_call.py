@@ -12,8 +12,8 @@ from opentelemetry.trace import SpanKind
 
 from ...core.contract import CallInfo
 from .. import attributes
-from ..values import clean_str as _c
-from ..values import port_number
+from ..content.values import clean_str as _c
+from ..content.values import port_number
 from .operation import (
     OpState,
     Signals,

@@ -38,11 +38,11 @@ from ..attributes import (
     OTELMW_TURN_ID,
     TOKEN_BUCKETS,
 )
-from ..content import ContentPolicy
-from ..context import safe_detach
-from ..digests import digest
-from ..responses import ResponseFacts
-from ..values import clean_str, error_description
+from ..content.digests import digest
+from ..content.policy import ContentPolicy
+from ..content.values import clean_str, error_description
+from ..setup.context import safe_detach
+from ..shapes.responses import ResponseFacts
 
 # Bound once: these run per call and per middleware layer.
 attach, set_span_in_context, perf_counter = (

@@ -14,10 +14,10 @@ from opentelemetry.trace import SpanKind
 
 from ...core.contract import CallInfo
 from ..attributes import OTELMW_STREAM_ENDED_BY
-from ..context import safe_detach
-from ..responses import is_stream
-from ..streams import wrap_stream
-from ..values import clean_str, otlp_number
+from ..content.values import clean_str, otlp_number
+from ..setup.context import safe_detach
+from ..shapes.responses import is_stream
+from ..shapes.streams import wrap_stream
 from .operation import OpState, Signals, attach, mark_exception, set_span_in_context
 
 _INTERNAL = SpanKind.INTERNAL

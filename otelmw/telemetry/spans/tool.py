@@ -30,9 +30,9 @@ from ..attributes import (
     OTELMW_RESULT_SUCCESS,
     OTELMW_RUNTIME_ID,
 )
-from ..digests import type_name
-from ..values import clean_str as _c
-from ..values import flatten_metadata, put_present, short_text
+from ..content.digests import type_name
+from ..content.values import clean_str as _c
+from ..content.values import flatten_metadata, put_present, short_text
 from .operation import (
     OpState,
     Signals,

@@ -22,10 +22,10 @@ from opentelemetry.trace import SpanKind
 
 from ...core.contract import RuntimeContext
 from .. import attributes
-from ..content import mime_type
-from ..context import end_current, restore_context
-from ..values import clean_str as _c
-from ..values import put_present
+from ..content.policy import mime_type
+from ..content.values import clean_str as _c
+from ..content.values import put_present
+from ..setup.context import end_current, restore_context
 from .operation import (
     Signals,
     attach,

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final, NamedTuple
 
-from ..config import settings as cfg
-from .attributes import MIME_JSON, MIME_TEXT
+from ...config import settings as cfg
+from ..attributes import MIME_JSON, MIME_TEXT
+from ..shapes.messages import BINARY, CONTENT_FIELDS, OPTIONAL
 from .digests import _json_default
-from .messages import BINARY, CONTENT_FIELDS, OPTIONAL
 
 _RENDER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_json_default)
 # Message attributes: compact, in the schema's key order, strict JSON (no NaN).

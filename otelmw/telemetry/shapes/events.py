@@ -29,9 +29,9 @@ from opentelemetry import _logs
 from opentelemetry.context import Context
 from opentelemetry.trace import set_span_in_context
 
-from ..core.contract import CallInfo
-from ..core.failures import error_type
-from .attributes import (
+from ...core.contract import CallInfo
+from ...core.failures import error_type
+from ..attributes import (
     EV_INFERENCE_DETAILS,
     EV_OPERATION_EXCEPTION,
     EXCEPTION_MESSAGE,
@@ -42,7 +42,10 @@ from .attributes import (
     GEN_AI_SYSTEM_INSTRUCTIONS,
     GEN_AI_TOOL_DEFINITIONS,
 )
-from .content import ContentPolicy, MessageValue
+from ..content.policy import ContentPolicy, MessageValue
+from ..content.values import error_description
+from ..spans.operation import OpState, Signals
+from ..spans.turn import current_turn_content
 from .messages import (
     newest_input_messages,
     output_messages,
@@ -50,9 +53,6 @@ from .messages import (
     tool_definitions,
 )
 from .responses import OutputSink
-from .spans.operation import OpState, Signals
-from .spans.turn import current_turn_content
-from .values import error_description
 
 # Span attributes that hold content (as JSON text): the event's content comes from
 # ``chat_messages`` alone, in structured form.

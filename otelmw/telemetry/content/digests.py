@@ -63,8 +63,8 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from ..config import settings as cfg
-from ..core.failures import exported_type_name
+from ...config import settings as cfg
+from ...core.failures import exported_type_name
 
 try:  # optional at import (a dependency of the package): only an accelerator
     import orjson as _orjson

@@ -2,15 +2,15 @@
 
 Host-provided names and ids are bounded and made valid UTF-8 (a lone surrogate
 would make protobuf reject the whole export batch); error descriptions are
-redacted (by the installed redactor, ``content.redact``) and shortened.
+redacted (by the installed redactor, ``policy.redact``) and shortened.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import attributes
-from .content import redact
+from .. import attributes
+from .policy import redact
 
 MAX_STR = 1024
 _MAX_META_KEYS = 32

@@ -17,21 +17,21 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 
-from ..config import settings as cfg
-from ..core.contract import CallInfo
-from ..core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
-from ..version import __version__
-from . import attributes
-from .content import ContentPolicy
-from .hook_events import HookEventEmitter
-from .protocol_metrics import ProtocolMetrics
-from .spans.chat import ChatSpans
-from .spans.embeddings import EmbeddingsSpans
-from .spans.layer import LayerSpans
-from .spans.operation import Instruments, OperationSpans, OpState, Signals
-from .spans.step import StepSpans
-from .spans.tool import ToolSpans
-from .spans.turn import TurnSpans
+from ...config import settings as cfg
+from ...core.contract import CallInfo
+from ...core.failures import HOOK, MIDDLEWARE, NORMALIZE, FailureLog
+from ...version import __version__
+from .. import attributes
+from ..content.policy import ContentPolicy
+from ..hook_events import HookEventEmitter
+from ..protocol_metrics import ProtocolMetrics
+from ..spans.chat import ChatSpans
+from ..spans.embeddings import EmbeddingsSpans
+from ..spans.layer import LayerSpans
+from ..spans.operation import Instruments, OperationSpans, OpState, Signals
+from ..spans.step import StepSpans
+from ..spans.tool import ToolSpans
+from ..spans.turn import TurnSpans
 
 __all__ = ["TelemetryObserver"]
 

@@ -32,14 +32,14 @@ from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from ..config import settings as cfg
-from ..core.pipeline import Pipeline, get_pipeline
-from . import digests
-from .content import ContentPolicy
+from ...config import settings as cfg
+from ...core.pipeline import Pipeline, get_pipeline
+from ..content import digests
+from ..content.policy import ContentPolicy
+from ..export import guard, process_exit, spool
+from ..shapes.streams import abandon_open_streams
 from .context import instrument_threads
-from .export import guard, process_exit, spool
 from .observer import TelemetryObserver
-from .streams import abandon_open_streams
 
 logger = logging.getLogger("otelmw")
 
@@ -111,7 +111,7 @@ def _exporter(signal: str, name: str, settings: cfg.Settings) -> Any:
     if name == "otlp":
         return _otlp(signal, settings)
     if name == "file":
-        from .store import exporters
+        from ..store import exporters
 
         return {"traces": exporters.FileSpanExporter, "metrics": exporters.FileMetricExporter,
                 "logs": exporters.FileLogExporter}[signal](settings=settings)
