@@ -118,8 +118,9 @@ export CI="${CI:-}"
 # suite): on a cold machine the stack's Go build (minutes) overlaps the first ones'
 # installs and runs instead of holding up the first pytest. The stack tests' hosts are
 # read off their @pytest.mark.host markers.
-stack_hosts=" $(grep -ho 'mark\.host([^)]*)' tests/test_stack_*.py | grep -o '"[^"]*"' \
-  | tr -d '"' | sort -u | xargs) "
+stack_hosts=" "
+while read -r host; do stack_hosts+="${host//\"/} "; done \
+  < <(grep -ho 'mark\.host([^)]*)' tests/test_stack_*.py | grep -o '"[^"]*"')
 needs_stack() {  # needs_stack FILE: does this environment run a stack test?
   local only host
   only="$(env_field "$1" only)"

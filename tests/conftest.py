@@ -40,6 +40,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # nothing). A handler, unlike SIG_IGN, is reset to the default action on exec.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # An xdist worker starts with COLUMNS=80 and LINES=24 set by execnet, not by the
+        # user: the CLI tests' children would take them as a terminal size they were given.
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
     if os.environ.get(telemetry_snapshot.ENV):
         telemetry_snapshot.install(config)
 
