@@ -8,8 +8,8 @@
 # "# hosts:" line names the hosts it provides (tests marked for other hosts are
 # deselected); "# only:" limits it to the tests of those hosts; "# also:" names a
 # dependency pinned beside the hosts because a pinned host release needs an older one.
-# OTELMW_TEST_ENVS="current" runs a subset of environments. The environments limited to
-# some hosts run first, each venv is built while the environment before it runs its
+# OTELMW_TEST_ENVS="current" runs a subset of environments. The environments that run no
+# stack test go first (order: below), each venv is built while the environment before it runs its
 # tests, and each pytest run uses pytest-xdist (OTELMW_TEST_WORKERS, default one worker
 # per CPU; 0: one process).
 #
