@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.contract import CallInfo
-from .. import attributes
+from .. import attributes, gemini
 from ..responses import EmbeddingsFacts
 from ..values import clean_str as _c
 from ..values import otlp_number
@@ -24,6 +24,8 @@ class EmbeddingsSpans(ModelCallSpans):
         facts = EmbeddingsFacts()
         if error is None:
             facts.absorb(result)
+            if facts.dimensions is None:  # Google Gen AI: ``embeddings[0].values``
+                facts.dimensions = gemini.embedding_dimensions(result)
         response_model = self.response_model(op, facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}
