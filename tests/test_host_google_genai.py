@@ -1,8 +1,10 @@
 """The Google Gen AI SDK instrumentor (``otelmw_google_genai``): the real ``google-genai``
 client against the scripted server's Gemini API (``:generateContent``,
-``:streamGenerateContent``, ``:batchEmbedContents``), spans on in-memory exporters."""
+``:streamGenerateContent``, ``:batchEmbedContents``), spans on in-memory exporters.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: google-genai 1.x converts a function's
+arguments by its annotations as objects, and a string annotation fails its call there
+(``isinstance() arg 2 must be a type``), with or without otelmw."""
 
 import asyncio
 import json
