@@ -8,11 +8,18 @@ arguments by its annotations as objects, and a string annotation fails its call 
 
 import asyncio
 import json
+import shutil
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.components import require_module
+from _support.components import clean_env, require_module
+from _support.host_scenarios import PROMPT_EXPORT
+from _support.otlp_receiver import OtlpReceiver
 from _support.scripted_llm import ScriptedLLMServer, ScriptedReply
 from _support.semconv_schemas import validate
 from _support.telemetry import SdkTelemetry, observing
@@ -376,6 +383,22 @@ def test_afc_async_stream_is_one_turn(tel: SdkTelemetry, server: ScriptedLLMServ
                for s in children if s.name.startswith("chat"))
 
 
+def test_afc_stream_left_early_ends_its_turn_and_chat_span(
+        tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
+    server.push(ScriptedReply(text="calling the weather tool now",
+                              tool_calls=[("get_weather", {"city": "Paris"})]))
+    stream = client(server).models.generate_content_stream(
+        model=MODEL, contents="weather?", config=types.GenerateContentConfig(tools=[get_weather]))
+    next(stream)
+    assert tel.finished() == []  # the turn and its first request are open
+    stream.close()
+    (turn,) = tel.named("invoke_agent")
+    (chat,) = tel.chat_spans()
+    assert parent_of(chat) == turn.context.span_id
+    assert attrs(chat)["otelmw.stream.ended_by"] in ("closed", "abandoned")
+    assert tel.named("execute_tool") == [] and len(server.requests) == 1
+
+
 def test_a_raising_function_answers_the_model_as_without_otelmw(
         tel: SdkTelemetry, server: ScriptedLLMServer) -> None:
     def get_weather(city: str) -> str:
@@ -521,3 +544,59 @@ def test_uninstrument_restores_the_sdk(server: ScriptedLLMServer) -> None:
     client(server).models.generate_content(model=MODEL, contents="hi")
     assert tel.finished() == []
     assert not hasattr(genai.models.Models._generate_content, "__wrapped__")
+
+
+PROGRAM = """
+from google import genai
+from google.genai import types
+
+
+def get_weather(city: str) -> str:
+    \"\"\"The weather of a city.\"\"\"
+    return f"sunny in {{city}}"
+
+
+client = genai.Client(api_key="x", http_options=types.HttpOptions(base_url={base!r}))
+response = client.models.generate_content(
+    model="gemini-zero", contents="weather?",
+    config=types.GenerateContentConfig(tools=[get_weather], system_instruction="be brief"))
+print("ANSWER", response.text)
+"""
+
+
+@pytest.mark.parametrize("capture", ["SPAN_ONLY", None], ids=["capture", "no-capture"])
+def test_opentelemetry_instrument_lights_up_an_unmodified_program(
+        tmp_path: Path, server: ScriptedLLMServer, capture: str | None) -> None:
+    """The zero-code path (``otelmw_google_genai`` by its entry point) with the stock OTLP
+    exporter; content only under ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
+    beside = Path(sys.executable).parent / "opentelemetry-instrument"
+    launcher = str(beside) if beside.exists() else shutil.which("opentelemetry-instrument")
+    assert launcher, "opentelemetry-instrument comes with opentelemetry-instrumentation"
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(PROGRAM.format(base=server.root_url)))
+    with OtlpReceiver() as rx:
+        env = clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
+                        OTEL_SERVICE_NAME="genai-app", **PROMPT_EXPORT)
+        if capture is not None:
+            env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = capture
+        proc = subprocess.run([launcher, sys.executable, str(script)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert 'ANSWER done: {"result": "sunny in Paris"}' in proc.stdout
+        rx.wait_for(lambda: any(s.name.startswith("invoke_agent") for s in rx.spans()),
+                    timeout=30)
+        spans = rx.spans()
+    (turn,) = [s for s in spans if s.parent_span_id is None]
+    assert turn.name == "invoke_agent automatic_function_calling"
+    under = sorted(s.name for s in spans if s.parent_span_id == turn.span_id)
+    assert under == ["chat gemini-zero", "chat gemini-zero", "execute_tool get_weather"]
+    chats = [s for s in spans if s.name == "chat gemini-zero"]
+    assert all(s.attributes["gen_ai.provider.name"] == "gcp.gemini" for s in chats)
+    for span in chats:
+        present = [key for key in CONTENT_KEYS if key in span.attributes]
+        if capture is None:
+            assert present == []
+            continue
+        assert set(present) == set(CONTENT_KEYS)
+        for key in present:
+            validate(key, span.attributes[key])

@@ -250,8 +250,12 @@ def afc_turn_wrapper(*, stream: bool, chat: bool = False) -> Wrapper:
 
 
 def _opener(turn: Turn) -> Any:
-    def open_turn() -> Turn:
-        turn.start()
+    def open_turn() -> Turn | None:  # (None: not opened; the stream runs unobserved)
+        try:
+            turn.start()
+        except Exception as exc:
+            instrumentation_failed(RUNTIME_ID, "afc_turn_start", exc)
+            return None
         return turn
 
     return open_turn
@@ -284,7 +288,12 @@ def afc_aturn_wrapper(*, stream: bool, chat: bool = False) -> Wrapper:
 async def _turn_stream(turn: Turn, inner: Any) -> AsyncIterator[Any]:
     """The async AFC stream, its turn open while the consuming task reads it (from the
     first read on, when the SDK sends its first request)."""
-    turn.start()
+    opened: Turn | None = turn
+    try:
+        turn.start()
+    except Exception as exc:
+        instrumentation_failed(RUNTIME_ID, "afc_turn_start", exc)
+        opened = None
     error: BaseException | None = None
     try:
         try:
@@ -298,7 +307,8 @@ async def _turn_stream(turn: Turn, inner: Any) -> AsyncIterator[Any]:
         error = None if isinstance(exc, GeneratorExit) else exc
         raise
     finally:
-        _end_turn(turn, error)
+        if opened is not None:
+            _end_turn(opened, error)
 
 
 # ---------------------------------------------------------------- function calls
