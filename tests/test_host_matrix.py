@@ -28,7 +28,8 @@ ENV_FILES = sorted((ROOT / "scripts" / "envs").glob("*.txt"))
 PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agent",
             "praisonai": "praisonaiagents", "litellm": "litellm",
             "langchain": "langchain-core", "langgraph": "langchain-core",
-            "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents"}
+            "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
+            "google-genai": "google-genai"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
@@ -42,7 +43,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "mcp": "otelmw.instrumentation.mcp:MCPInstrumentor",
                  "pydantic-ai": "otelmw.instrumentation.pydantic_ai:PydanticAIInstrumentor",
                  "openai-agents":
-                     "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor"}
+                     "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
+                 "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:

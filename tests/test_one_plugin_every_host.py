@@ -39,7 +39,10 @@ changes; the assertion stays for every other host:
 
 * the answer budget reaches the server under the name the host's provider client sends
   it by: ``max_tokens``, or ``max_completion_tokens`` (OpenAI's newer name, which
-  pydantic-ai's OpenAI chat model sends instead);
+  pydantic-ai's OpenAI chat model sends instead), or the Gemini API's
+  ``generationConfig.maxOutputTokens`` (google-genai: a Gemini request has no
+  ``max_tokens``; the plugin puts its budget in the request's ``config``, the key its
+  rewrite changes);
 * a host with no model call of its own (MCP: a tool protocol; its driver reaches the tool
   without a model, ``Driver.api`` is ``None``) has no ``chat`` span and no request to
   check; its tool-side expectations are the same;
@@ -170,7 +173,8 @@ def test_every_model_request_is_sent_as_the_plugin_rewrote_it(turn: HostRun) -> 
         return  # no model call (see the module's docstring)
     assert len(turn.posts) == 2, [p.body for p in turn.posts]
     assert [sent_budget(p.body) for p in turn.posts] == [policy.MAX_TOKENS] * 2
-    first = json.dumps(turn.posts[0].body["messages"])
+    body = turn.posts[0].body
+    first = json.dumps(body["contents"] if "contents" in body else body["messages"])
     assert PROMPT in first
 
 
@@ -254,7 +258,7 @@ def test_rewrite_spans_under_each_chat_and_tool_call(turn: HostRun) -> None:
         (rewrite,) = middleware_children(turn, chat, "llm_request")
         assert rewrite.name == f"llm_request {PLUGIN}.cap_tokens"
         assert rewrite.attributes["otelmw.middleware.outcome"] == "rewritten"
-        assert "max_tokens" in rewrite.attributes["otelmw.rewrite.changed_keys"]
+        assert budget_key(turn) in rewrite.attributes["otelmw.rewrite.changed_keys"]
     for tool, outcome in (("get_weather", "rewritten"), ("delete_file", "unchanged")):
         (rewrite,) = middleware_children(turn, turn.tool_span(tool), "tool_request")
         assert rewrite.name == f"tool_request {PLUGIN}.canonical_city"
@@ -288,9 +292,18 @@ def test_hook_records_on_each_tool_call(turn: HostRun) -> None:
 
 
 # ---------------------------------------------------------------------------- helpers
+def budget_key(turn: HostRun) -> str:
+    """The request key the plugin's budget rewrite changes: ``max_tokens``, or the
+    ``config`` of a Gemini request (its budget is ``config.max_output_tokens``)."""
+    return "config" if DRIVERS[turn.driver].api == "gemini" else "max_tokens"
+
+
 def sent_budget(body: dict[str, Any]) -> Any:
     """The answer budget a request was sent with: ``max_tokens``, or OpenAI's newer name
-    for it where the host sends that one instead (pydantic-ai's OpenAI chat model)."""
+    for it where the host sends that one instead (pydantic-ai's OpenAI chat model), or
+    the Gemini API's ``generationConfig.maxOutputTokens``."""
+    if "contents" in body:
+        return (body.get("generationConfig") or {}).get("maxOutputTokens")
     return body["max_completion_tokens"] if "max_completion_tokens" in body else body.get(
         "max_tokens")
 
@@ -333,7 +346,12 @@ def model_call_ids(turn: HostRun) -> dict[str, str]:
         return {}
     body = turn.posts[1].body
     out: dict[str, str] = {}
-    for m in body["messages"]:
+    for content in body.get("contents") or ():  # the Gemini API: the model's turns
+        if content.get("role") == "model":
+            for part in content.get("parts") or ():
+                if "functionCall" in part:
+                    out[part["functionCall"]["name"]] = part["functionCall"]["id"]
+    for m in body.get("messages") or ():
         if m.get("role") != "assistant":
             continue
         for call in m.get("tool_calls") or ():  # chat completions
@@ -345,9 +363,19 @@ def model_call_ids(turn: HostRun) -> dict[str, str]:
 
 
 def tool_results_sent(post: RecordedRequest) -> dict[str, str]:
-    """Call id -> the tool result text a model request carries."""
+    """Call id -> the tool result text a model request carries (the Gemini API's function
+    responses carry no id: each answers the call at its place in the model's turn before)."""
     out: dict[str, str] = {}
-    for m in post.body["messages"]:
+    calls: list[str] = []
+    for content in post.body.get("contents") or ():
+        parts = content.get("parts") or ()
+        if content.get("role") == "model":
+            calls = [p["functionCall"]["id"] for p in parts if "functionCall" in p]
+            continue
+        answers = [p["functionResponse"] for p in parts if "functionResponse" in p]
+        for call_id, answer in zip(calls, answers, strict=False):
+            out[call_id] = json.dumps(answer.get("response"))
+    for m in post.body.get("messages") or ():
         if m.get("role") == "tool":
             out[m["tool_call_id"]] = text_of(m.get("content"))
         elif m.get("role") == "user" and isinstance(m.get("content"), list):

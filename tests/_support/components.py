@@ -47,6 +47,7 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
+    "google-genai": ("google.genai",),
 }
 
 

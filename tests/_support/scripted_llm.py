@@ -1,10 +1,14 @@
-"""A scripted, OpenAI/Anthropic-compatible LLM HTTP server on 127.0.0.1 for offline agent turns.
+"""A scripted, OpenAI/Anthropic/Gemini-compatible LLM HTTP server on 127.0.0.1 for offline
+agent turns.
 
 Endpoints (matched by path suffix, so ``/v1/...`` and ``/v1/v1/...`` both work):
 ``GET /models``, ``POST /chat/completions``, ``POST /responses``, ``POST /messages``; JSON, or
-SSE when ``"stream": true``; ``POST /embeddings`` (JSON: one deterministic vector per input,
-``dimensions`` long (default 8), floats or ``encoding_format: base64`` float32s; a queued
-error reply applies, a text reply is consumed and ignored). Replies come from a FIFO script
+SSE when ``"stream": true``; the Gemini API's ``POST .../models/{model}:generateContent``
+(JSON), ``:streamGenerateContent`` (SSE), ``:embedContent`` and ``:batchEmbedContents``
+(api ``gemini`` / ``gemini_embeddings``; function calls carry ids ``fc_<n>``);
+``POST /embeddings`` (JSON: one deterministic vector per input, ``dimensions`` long
+(default 8), floats or ``encoding_format: base64`` float32s; a queued error reply applies,
+a text reply is consumed and ignored). Replies come from a FIFO script
 (:meth:`ScriptedLLMServer.push`); when it is empty the default policy applies: last input is
 a tool result -> text ``"done: <first 50 chars of it>"``; tools offered and ``tool_first`` ->
 call the first tool with ``tool_args.get(name, {})``; otherwise text ``default_text``. Every
@@ -63,7 +67,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any  # parsed JSON (None when absent or not JSON)
-    api: str  # 'chat' | 'responses' | 'messages' | 'embeddings' | 'models' | 'unknown'
+    api: str  # 'chat' | 'responses' | 'messages' | 'embeddings' | 'gemini' | 'gemini_embeddings'
+    #           | 'models' | 'unknown'
     stream: bool = False
     status: int = 200
     response_id: str | None = None
@@ -96,6 +101,10 @@ def _pieces(text: str, size: int = 8) -> list[str]:
 
 def _inspect(api: str, body: dict[str, Any]) -> tuple[str | None, list[str], int]:
     """Return (tool result text if the last input is one, offered tool names, prompt chars)."""
+    if api == "gemini":
+        return _inspect_gemini(body)
+    if api == "gemini_embeddings":
+        return None, [], _chars(body.get("content")) + _chars(body.get("requests"))
     if api == "embeddings":
         return None, [], sum(_chars(x) if isinstance(x, str) else len(x) if isinstance(
             x, list) else 1 for x in _embedding_inputs(body))
@@ -118,6 +127,43 @@ def _inspect(api: str, body: dict[str, Any]) -> tuple[str | None, list[str], int
     blocks = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
     result = _text(blocks[-1].get("content")) if blocks else None
     return result, [t.get("name", "") for t in tools], _chars(msgs) + _chars(body.get("system"))
+
+
+def _inspect_gemini(body: dict[str, Any]) -> tuple[str | None, list[str], int]:
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    last = contents[-1] if contents else {}
+    answers = [p["functionResponse"] for p in last.get("parts") or []
+               if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+    result = json.dumps(answers[-1].get("response"), sort_keys=True) if answers else None
+    names = [d.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)
+             for d in t.get("functionDeclarations") or [] if isinstance(d, dict)]
+    return result, names, _chars(contents) + _chars(body.get("systemInstruction"))
+
+
+def _gemini_route(path: str) -> tuple[str, str, bool] | None:
+    """(api, model, stream) of a Gemini API path ``.../models/{model}:{method}``."""
+    last = path.rsplit("/", 1)[-1]
+    model, _, method = last.partition(":")
+    if method in ("generateContent", "streamGenerateContent"):
+        return "gemini", model, method == "streamGenerateContent"
+    if method in ("embedContent", "batchEmbedContents"):
+        return "gemini_embeddings", model, False
+    return None
+
+
+def _gemini_embeddings_json(body: dict[str, Any]) -> dict[str, Any]:
+    """One deterministic vector per content (``outputDimensionality`` long, default 8):
+    ``embedding`` for ``embedContent``, ``embeddings`` for ``batchEmbedContents``."""
+    def vector(request: dict[str, Any]) -> dict[str, Any]:
+        dims = request.get("outputDimensionality")
+        dims = dims if isinstance(dims, int) and dims > 0 else EMBEDDING_DIMENSIONS
+        seed = hashlib.sha256(json.dumps(request.get("content")).encode()).digest()
+        return {"values": [(seed[i % 32] - 128) / 128 for i in range(dims)]}
+
+    requests = body.get("requests")
+    if isinstance(requests, list):
+        return {"embeddings": [vector(r) for r in requests if isinstance(r, dict)]}
+    return {"embedding": vector(body)}
 
 
 def _embedding_inputs(body: dict[str, Any]) -> list[Any]:
@@ -189,7 +235,12 @@ class _Handler(LocalHandler):
         if method == "GET":
             api = "models" if path.endswith("/models") or "/models/" in path else "unknown"
         stream = isinstance(body, dict) and bool(body.get("stream"))
+        gemini = _gemini_route(path) if method == "POST" else None
+        if gemini is not None:
+            api, gemini_model, stream = gemini
         rec = RecordedRequest(method, self.path, headers, body, api, stream)
+        if gemini is not None and isinstance(body, dict):  # the model is in the path
+            body = {**body, "model": gemini_model}
         if api == "models":
             llm._record(rec)
             self._send_json(200, llm._models_payload(path, anthropic), extra)
@@ -211,6 +262,10 @@ class _Handler(LocalHandler):
             payload = _error_body(reply.error_status, reply.error_message, anthropic)
             self._send_json(reply.error_status, payload, extra)
             return
+        if api == "gemini_embeddings":
+            llm._record(rec)
+            self._send_json(200, _gemini_embeddings_json(body), extra)
+            return
         if api == "embeddings":
             rec.usage = {"input_tokens": prompt_tokens, "output_tokens": 0}
             llm._record(rec)
@@ -220,7 +275,8 @@ class _Handler(LocalHandler):
         out_chars = len(reply.text or "")
         out_chars += sum(len(name) + len(json.dumps(args)) for name, args in reply.tool_calls)
         usage = {"input_tokens": prompt_tokens, "output_tokens": _tokens(out_chars)}
-        builder = {"chat": _ChatAPI, "responses": _ResponsesAPI, "messages": _MessagesAPI}[api]
+        builder = {"chat": _ChatAPI, "responses": _ResponsesAPI, "messages": _MessagesAPI,
+                   "gemini": _GeminiAPI}[api]
         turn = builder(llm, body, reply, usage)
         rec.response_id, rec.usage = turn.id, usage
         llm._record(rec)
@@ -404,6 +460,41 @@ class _MessagesAPI(_Turn):
         stop = {"stop_reason": "tool_use" if self.calls else "end_turn", "stop_sequence": None}
         yield ev("message_delta", delta=stop, usage={"output_tokens": self.out})
         yield ev("message_stop")
+
+
+class _GeminiAPI(_Turn):
+    """The Gemini API's ``GenerateContentResponse`` (camelCase JSON); a stream is one
+    chunk per text piece, the function calls and the finish reason and usage last."""
+
+    prefix, call_prefix = "gresp_", "fc_"
+
+    def _usage(self) -> dict[str, Any]:
+        return {"promptTokenCount": self.inp, "candidatesTokenCount": self.out,
+                "totalTokenCount": self.inp + self.out}
+
+    def _chunk(self, parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": self.model,
+                                 "responseId": self.id}
+        if last:
+            candidate["finishReason"] = self.reply.finish_reason or "STOP"
+            chunk["usageMetadata"] = self._usage()
+        return chunk
+
+    def _calls(self) -> list[dict[str, Any]]:
+        return [{"functionCall": {"id": cid, "name": n, "args": a}} for cid, n, a in self.calls]
+
+    def json(self) -> dict[str, Any]:
+        parts = ([{"text": self.text}] if self.text else []) + self._calls()
+        return self._chunk(parts, True)
+
+    def events(self) -> Iterator[Event]:
+        pieces = _pieces(self.text)
+        calls = self._calls()
+        for i, piece in enumerate(pieces):
+            yield None, self._chunk([{"text": piece}], i == len(pieces) - 1 and not calls)
+        if calls or not pieces:
+            yield None, self._chunk(calls, True)
 
 
 class ScriptedLLMServer(Service):

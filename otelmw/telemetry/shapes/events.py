@@ -46,6 +46,7 @@ from ..content.policy import ContentPolicy, MessageValue
 from ..content.values import error_description
 from ..spans.operation import OpState, Signals
 from ..spans.turn import current_turn_content
+from . import gemini
 from .messages import (
     newest_input_messages,
     output_messages,
@@ -83,11 +84,16 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any,
     did), taken as it is instead of rendered again."""
     fit = content.message_value
     if rendered is None:
+        is_gemini = gemini.is_request(request)
         # The input messages shaped newest first, only as many as the attribute keeps.
-        inputs = content.newest_messages_value(newest_input_messages(request))
+        inputs = content.newest_messages_value(
+            gemini.newest_input_messages(request) if is_gemini
+            else newest_input_messages(request))
         system: list[dict[str, Any]] = []
         tools: list[dict[str, Any]] = []
-        if with_request_extras and isinstance(request, Mapping):
+        if with_request_extras and is_gemini:
+            system, tools = gemini.system_instructions(request), gemini.tool_definitions(request)
+        elif with_request_extras and isinstance(request, Mapping):
             system = system_instructions(request)
             tools = tool_definitions(request.get("tools"))
         rendered = ChatMessages(
@@ -96,7 +102,9 @@ def chat_messages(content: ContentPolicy, request: Any, response: Any,
             tool_definitions=fit(tools) if tools else None)
     output = rendered.output_messages
     if output is None and (collected is not None or response is not None):
-        outputs = collected.messages() if collected is not None else output_messages(response)
+        outputs = (collected.messages() if collected is not None else
+                   gemini.output_messages(response) if gemini.is_response(response) else
+                   output_messages(response))
         output = fit(outputs) if outputs else None
     if with_request_extras:
         # (the chat span rendered the output too, the usual case: nothing to replace)

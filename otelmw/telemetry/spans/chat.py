@@ -15,6 +15,7 @@ from ...core.contract import CallInfo
 from .. import attributes
 from ..content.values import clean_str as _c
 from ..content.values import otlp_number, port_number
+from ..shapes import gemini
 from ..shapes.events import ChatMessages, InferenceEvents, chat_messages
 from ..shapes.messages import OutputCollector
 from ..shapes.responses import ResponseFacts, is_stream, raw_response_body
@@ -58,6 +59,8 @@ def request_attributes(request: dict[str, Any], attrs: dict[str, Any],
                 attrs[attr] = v
         elif key in _SHAPED_KEYS:
             shaped = True
+        elif key == "config" and gemini.is_request(request):  # Google Gen AI: all in config
+            gemini.request_attributes(value, attrs)
     if shaped:
         _shaped_request_attributes(request, attrs, provider)
 
@@ -120,6 +123,12 @@ def _output_type(request: dict[str, Any]) -> str | None:
     if not isinstance(kind, str) or not kind:
         return None
     return "json" if kind in _JSON_FORMATS else _c(kind, 64)
+
+
+def facts_for(call: CallInfo) -> ResponseFacts:
+    """The reader of a call's response: Google Gen AI's for its calls, else the one
+    that reads OpenAI's and Anthropic's shapes."""
+    return gemini.GeminiResponseFacts() if call.api_mode == gemini.API_MODE else ResponseFacts()
 
 
 class ChunkClock:
@@ -212,7 +221,7 @@ class ChatStream(EnrichStream):
     __slots__ = ("call", "chat", "op")
 
     def __init__(self, chat: ChatSpans, call: CallInfo, op: OpState) -> None:
-        super().__init__(ResponseFacts(), ChunkClock(chat, op))
+        super().__init__(facts_for(call), ChunkClock(chat, op))
         self.chat, self.call, self.op = chat, call, op
 
     def _times_chunks(self) -> bool:
@@ -268,7 +277,10 @@ class ChatSpans(ModelCallSpans):
         content = self.content
         if (content.on_spans and op.span.is_recording()) or (
                 content.on_events and self.events.details_wanted()):
-            facts.output = OutputCollector(content.max_length * 4)
+            cap = content.max_length * 4
+            facts.output = (gemini.GeminiOutputCollector(cap)
+                            if isinstance(facts, gemini.GeminiResponseFacts)
+                            else OutputCollector(cap))
         return facts
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
@@ -314,7 +326,8 @@ class ChatSpans(ModelCallSpans):
                     op.span.set_attribute(attributes.SERVER_PORT, server_port)
                 op.attrs[attributes.SERVER_ADDRESS] = server_address
             if op.facts is None:
-                op.facts = self._collecting(op, ResponseFacts())
+                op.facts = self._collecting(op, gemini.GeminiResponseFacts() if gemini.is_response(
+                    result) else ResponseFacts())
             if is_stream(result):
                 return wrap_stream(result, EnrichStream(op.facts, ChunkClock(self, op)))
             op.facts.absorb(raw_response_body(result))
@@ -329,7 +342,7 @@ class ChatSpans(ModelCallSpans):
             finisher = ChatStream(self, call, op)
             self._collecting(op, finisher.facts)
             return wrap_stream(result, finisher)
-        facts = self._collecting(op, ResponseFacts())
+        facts = self._collecting(op, facts_for(call))
         if error is None:
             facts.absorb(result)
         self.end(call, op, facts, error, None, result)

@@ -9,6 +9,7 @@ from ...core.contract import CallInfo
 from .. import attributes
 from ..content.values import clean_str as _c
 from ..content.values import otlp_number
+from ..shapes import gemini
 from ..shapes.responses import EmbeddingsFacts
 from .model_call import ModelCallSpans
 from .operation import OpState, perf_counter
@@ -24,6 +25,8 @@ class EmbeddingsSpans(ModelCallSpans):
         facts = EmbeddingsFacts()
         if error is None:
             facts.absorb(result)
+            if facts.dimensions is None:  # Google Gen AI: ``embeddings[0].values``
+                facts.dimensions = gemini.embedding_dimensions(result)
         response_model = self.response_model(op, facts.model)
         if span.is_recording():
             attrs: dict[str, Any] = {}

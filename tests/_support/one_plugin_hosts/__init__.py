@@ -2,8 +2,9 @@
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
-``openai_agents_runner``, ``mcp_tool_loop``: named after the host, not after its
-package, so that it can never shadow the package it imports) exposes one function,
+``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``: named after the host,
+not after its package, so that it can never shadow the package it imports) exposes one
+function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
 host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
@@ -17,14 +18,15 @@ _support.one_plugin_hosts HOST SERVER_URL``, under ``otelmw run``) prints ``RESU
 {json}``: the driver's answer plus what each tool received (``RECEIVED``).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: google-genai 1.x calls the tools (Python
+# functions it calls itself) by their annotations as objects.
 from typing import Any, NamedTuple
 
 
 class Driver(NamedTuple):
     hosts: tuple[str, ...]  # the pytest.mark.host names
-    api: str | None  # the scripted server's route: "chat", "messages"; None: no model call
+    # the scripted server's route: "chat", "messages", "gemini"; None: no model call
+    api: str | None
     # whose id a tool call's span carries: "model" (the id the model gave it) or "mcp"
     # (the MCP rule: none on the client's span; the JSON-RPC request id on the server's)
     tool_call_ids: str = "model"
@@ -41,6 +43,7 @@ DRIVERS = {
     "openai_agents_runner": Driver(("openai-agents",), "chat"),
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
+    "google_genai_afc": Driver(("google-genai",), "gemini"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."

@@ -27,10 +27,21 @@ def _audit(event: str, **fields: Any) -> None:
 
 
 def cap_tokens(**kw: Any) -> Any:
-    """llm_request: every model request is sent with the same answer budget."""
+    """llm_request: every model request is sent with the same answer budget (a Gemini
+    request, ``contents`` and ``config``, has it in its config: ``max_output_tokens``)."""
     request = dict(kw["request"])
-    request["max_tokens"] = MAX_TOKENS
+    if "contents" in request:
+        request["config"] = _with_output_budget(request.get("config"))
+    else:
+        request["max_tokens"] = MAX_TOKENS
     return {"request": request, "source": "weather_policy", "reason": "answer budget"}
+
+
+def _with_output_budget(config: Any) -> Any:
+    """A copy of a ``GenerateContentConfig`` (or of its dict) with the budget."""
+    if hasattr(config, "model_copy"):
+        return config.model_copy(update={"max_output_tokens": MAX_TOKENS})
+    return {**(config or {}), "max_output_tokens": MAX_TOKENS}
 
 
 def canonical_city(**kw: Any) -> Any:
