@@ -473,7 +473,7 @@ class LangGraph(LangChain):
         graph.add_conditional_edges("model", tools_condition)
         graph.add_edge("tools", "model")
         app = graph.compile(name="bench")
-        question = {"messages": [{"role": "user", "content": QUESTION}]}
+        question: Any = {"messages": [{"role": "user", "content": QUESTION}]}
         return lambda: app.invoke(question)["messages"][-1].content
 
 
@@ -1082,8 +1082,8 @@ def report(host: Host, instr: dict[str, float], cpu: dict[str, dict[str, float]]
     own = own_code(host, over_i)
     if own:
         result["own_code"] = own
-        for row, o in own.items():
-            print(f"otelmw's own code ({row}: overhead {o['overhead']:,.0f} − span charge "
+        for judged_row, o in own.items():
+            print(f"otelmw's own code ({judged_row}: overhead {o['overhead']:,.0f} − span charge "
                   f"{o['spans']:,.0f} − host's entry {o['entry']:,.0f}) = {o['own']:,.0f} "
                   f"= {o['ratio']:.2f} × the span charge: target ≤ 1.00 "
                   f"{'met' if o['ratio'] <= 1.0 else 'missed'}")
