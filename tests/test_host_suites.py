@@ -11,7 +11,9 @@ id must be the same in both runs, and most tests must pass.
 What runs: Hermes Agent's tool dispatch and middleware tests (``test_model_tools*.py``),
 its ``transform_llm_output``/``transform_tool_result`` hook tests and plugin helper tests;
 praisonaiagents' runtime middleware, parallel tools, tool timeout and schema tests, its
-plugin system, plugin registry and gate tests, and its guardrail tests (``SUITES``).
+plugin system, plugin registry and gate tests, and its guardrail tests; google-genai's
+automatic function calling and chat tests, which it ships inside its package and which
+run there (``SUITES``).
 
 The sdists do not ship every test of the hosts' repositories: hermes-agent 0.19.0's
 lacks ``tests/hermes_cli/`` (``test_plugins.py``) and ``tests/run_agent/``,
@@ -50,6 +52,12 @@ class HostSuite:
     distribution: str
     files: tuple[str, ...]  # paths inside the sdist, under its top directory
     least_passed: int  # fewer passing tests than this: the run is broken, not equal
+    # "installed": the host ships these tests inside its package (paths in the installed
+    # distribution), as modules of it with relative imports: they run in place
+    source: str = "sdist"
+    # the files in one interpreter per run (their tests share no state across files)
+    # instead of one interpreter per file
+    together: bool = False
 
 
 SUITES = {
@@ -72,6 +80,29 @@ SUITES = {
         "tests/test_plugin_registry_and_gate.py",
         "tests/test_guardrail_blocked_message.py",
     ), 145),
+    # google-genai's automatic function calling and chat tests (the SDK's mocks of its
+    # API client, no network). Those that need recorded replays or Pillow are not chosen;
+    # the few ``@pytest.mark.asyncio`` tests fail alike in both runs (the suite has no
+    # pytest-asyncio: its configuration warning would reach every otelmw test).
+    "google-genai": HostSuite("google-genai", "google-genai", tuple(
+        f"google/genai/tests/{name}.py" for name in (
+            "afc/test_convert_if_exist_pydantic_model",
+            "afc/test_convert_number_values_for_function_call_args",
+            "afc/test_find_afc_incompatible_tool_indexes",
+            "afc/test_future_annotations",
+            "afc/test_generate_content_stream_afc",
+            "afc/test_get_function_map",
+            "afc/test_get_function_response_parts",
+            "afc/test_get_max_remote_calls_for_afc",
+            "afc/test_get_usage_header",
+            "afc/test_invoke_function_from_dict_args",
+            "afc/test_raise_error_for_afc_incompatible_config",
+            "afc/test_should_append_afc_history",
+            "afc/test_should_disable_afc",
+            "chats/test_continuation_token",
+            "chats/test_get_history",
+            "chats/test_validate_response",
+        )), 140, source="installed", together=True),
 }
 
 
@@ -109,6 +140,19 @@ def unpack_tests(archive: Path, suite: HostSuite, into: Path) -> list[Path]:
     return [into / name for name in suite.files]
 
 
+def installed_tests(suite: HostSuite) -> list[Path]:
+    """The chosen test files where the installed distribution has them."""
+    try:
+        distribution = metadata.distribution(suite.distribution)
+    except metadata.PackageNotFoundError:
+        unavailable(f"{suite.distribution} (installed)")
+    found = [Path(str(distribution.locate_file(name))) for name in suite.files]
+    missing = [str(path) for path in found if not path.is_file()]
+    if missing:
+        unavailable(f"the tests {suite.distribution} ships: {missing}")
+    return found
+
+
 def outcomes(junit: Path) -> dict[str, str]:
     """Each test id of a JUnit XML report and its outcome."""
     found: dict[str, str] = {}
@@ -121,14 +165,19 @@ def outcomes(junit: Path) -> dict[str, str]:
     return found
 
 
-def run_file(test_file: Path, workdir: Path, under_otelmw: bool, tag: str) -> dict[str, str]:
-    """One test file in an interpreter of its own (under ``otelmw run``, or not)."""
-    junit = workdir / f"{test_file.stem}-{tag}.xml"
+def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: str,
+              in_place: bool = False) -> dict[str, str]:
+    """Test files in an interpreter of their own (under ``otelmw run``, or not).
+    ``in_place``: a module of the installed host package, imported by its package name
+    (``google`` is a namespace package: without the option pytest names the module
+    ``genai.tests...`` and imports a second, uninstrumented copy of the SDK)."""
+    junit = workdir / f"{test_files[0].stem}-{tag}.xml"
     home = workdir / f"home-{tag}"
     home.mkdir(exist_ok=True)
-    pytest_cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p",
+    pytest_cmd = [sys.executable, "-m", "pytest", *map(str, test_files), "-q", "-p",
                   "no:cacheprovider", "-o", "addopts=", "--junitxml", str(junit),
-                  "--rootdir", str(workdir), "-p", "no:randomly"]
+                  "--rootdir", str(workdir), "-p", "no:randomly",
+                  *(["-o", "consider_namespace_packages=true"] if in_place else [])]
     otelmw = Path(sys.executable).parent / "otelmw"
     command = [str(otelmw), "run", "--", *pytest_cmd] if under_otelmw else pytest_cmd
     env = {k: v for k, v in os.environ.items()
@@ -147,12 +196,13 @@ def run_file(test_file: Path, workdir: Path, under_otelmw: bool, tag: str) -> di
                                   for name in sorted(SUITES)])
 def test_host_tests_have_the_same_outcomes_under_otelmw(host: str, tmp_path: Path) -> None:
     suite = SUITES[host]
-    files = unpack_tests(sdist(suite), suite, tmp_path)
+    in_place = suite.source == "installed"
+    files = installed_tests(suite) if in_place else unpack_tests(sdist(suite), suite, tmp_path)
     plain: dict[str, str] = {}
     instrumented: dict[str, str] = {}
-    for test_file in files:
-        plain.update(run_file(test_file, tmp_path, False, "plain"))
-        instrumented.update(run_file(test_file, tmp_path, True, "otelmw"))
+    for group in [files] if suite.together else [[test_file] for test_file in files]:
+        plain.update(run_files(group, tmp_path, False, "plain", in_place))
+        instrumented.update(run_files(group, tmp_path, True, "otelmw", in_place))
     differ = {test_id: (plain.get(test_id), instrumented.get(test_id))
               for test_id in plain.keys() | instrumented.keys()
               if plain.get(test_id) != instrumented.get(test_id)}
