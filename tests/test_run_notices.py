@@ -252,9 +252,8 @@ def test_out_of_range_host_is_one_warning_and_a_named_skip(app: Path) -> None:
 def test_each_otelmw_instrumentor_names_itself_by_its_registered_entry_point() -> None:
     """The name an out-of-range host is reported under is the instrumentor's name in
     the ``opentelemetry_instrumentor`` group (pyproject), derived from its module."""
-    from importlib.metadata import entry_points
-
     import tomllib
+    from importlib.metadata import entry_points
 
     declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     ours = [ep for ep in entry_points(group="opentelemetry_instrumentor")
