@@ -186,6 +186,23 @@ def test_a_transformed_result_is_what_the_model_gets(
     assert "transformed: sunny in Paris" in json.dumps(tool_msgs)
 
 
+def test_a_direct_tool_call_is_otelmw_s_own_span(server: ScriptedLLMServer,
+                                                 tmp_path: Path) -> None:
+    """``agent.tool.get_weather(...)``: Strands makes no span for it; otelmw's contract and
+    its own ``execute_tool`` span."""
+    with OtlpReceiver() as rx:
+        out = drive({"mode": "direct", "plugin": {"tool_request": True}}, server, rx,
+                    tmp_path)
+        spans = rx.spans()
+    assert out["tool_calls"] == [{"city": "Oslo"}] and "sunny in Oslo" in out["answer"]
+    assert chat_posts(server) == []
+    (tool,) = [s for s in spans if s.name.startswith("execute_tool")]
+    assert tool.name == TOOL_SPAN and tool.parent_span_id is None
+    assert "gen_ai.system" not in tool.attributes  # otelmw's span, not Strands'
+    assert tool.attributes["otelmw.result.status"] == "ok"
+    assert tool.attributes["otelmw.runtime.id"] == "strands"
+
+
 UNMODIFIED = '''
 import os
 from strands import Agent, tool

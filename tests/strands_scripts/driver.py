@@ -126,7 +126,9 @@ def main() -> None:
     agent = build_agent()
     prompt = "What is the weather in Paris?"
     mode = SPEC.get("mode", "call")
-    if mode == "call":
+    if mode == "direct":  # the user calls the tool; no model, no turn
+        answer = json.dumps(agent.tool.get_weather(city="Paris")["content"])
+    elif mode == "call":
         answer = str(agent(prompt))
     elif mode == "invoke_async":
         answer = str(asyncio.run(agent.invoke_async(prompt)))

@@ -60,8 +60,7 @@ def normalized(result: Any, execution_time_ms: float = 0.0) -> NormalizedToolRes
     success = result.get("status") != "error"
     return NormalizedToolResult(
         content=text, success=success, execution_time_ms=execution_time_ms,
-        raw_result=result, error_message=None if success else text or "tool error",
-        metadata={"strands.tool_use_id": str(result.get("toolUseId", ""))})
+        raw_result=result, error_message=None if success else text or "tool error")
 
 
 class StrandsResultNormalizer:

@@ -87,7 +87,7 @@ async def _tool_events(wrapped: Any, args: tuple[Any, ...],
                 await queue.put(event)
                 if isinstance(event, ToolInterruptEvent):
                     return None  # the tool halted the agent: no result
-        return None if out.event is None else out.event.tool_result
+        return None if out.event is None else out.event["tool_result"]
 
     async def pipeline_call() -> Any:
         token = current_outcome.set(out)
@@ -131,11 +131,11 @@ def _result_events(out: ToolOutcome, answer: Any, ctx: Any, result_event: Any) -
     event = out.event
     if out.executed and event is None:
         return []  # interrupted: Strands already has the interrupt
-    if event is not None and (answer is event.tool_result or _is_default(out, answer)):
+    if event is not None and (answer is event["tool_result"] or _is_default(out, answer)):
         return [event]
     result: dict[str, Any] = {"toolUseId": str(ctx.tool_use.get("toolUseId")),
                               "status": "error" if event is None else
-                              event.tool_result.get("status", "success"),
+                              event["tool_result"].get("status", "success"),
                               "content": [{"text": str(answer)}]}
     if event is None:
         return [result_event(result)]
