@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 from _support.cli import otelmw_cmd
-from _support.host_scenarios import TIMEOUT, run_scenario, scenario_env
+from _support.host_scenarios import TIMEOUT, assert_no_canary, run_scenario, scenario_env
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from _support.scripted_llm import RecordedRequest, ScriptedLLMServer
+from _support.semconv_schemas import MESSAGE_KEYS, validate
 
 pytestmark = pytest.mark.host("strands", "openai")
 
@@ -46,10 +47,11 @@ def server() -> Iterator[ScriptedLLMServer]:
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
-          tmp_path: Path) -> dict[str, Any]:
-    env = scenario_env(tmp_path, rx, service="strands-host-test",
-                       openai_base_url=server.base_url)
-    return run_scenario(SCRIPTS / "driver.py", spec, env, tmp_path)
+          tmp_path: Path, **env: str) -> dict[str, Any]:
+    """Run one driver scenario (``env``: settings on top of the scenario's)."""
+    base = scenario_env(tmp_path, rx, service="strands-host-test",
+                        openai_base_url=server.base_url)
+    return run_scenario(SCRIPTS / "driver.py", spec, {**base, **env}, tmp_path)
 
 
 def chat_posts(server: ScriptedLLMServer) -> list[RecordedRequest]:
@@ -184,6 +186,102 @@ def test_a_transformed_result_is_what_the_model_gets(
     assert out["tool_calls"] == [{"city": "Paris"}]
     tool_msgs = [m for m in chat_posts(server)[-1].body["messages"] if m["role"] == "tool"]
     assert "transformed: sunny in Paris" in json.dumps(tool_msgs)
+
+
+def test_a_streaming_tool_s_events_reach_strands_as_they_come(
+        server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """The tool waits for the user's callback handler to see its progress event: handed
+    on only after the tool ended, it would say ``late``."""
+    with OtlpReceiver() as rx:
+        out = drive({"tool": "stream", "plugin": {"wrap": True}}, server, rx, tmp_path)
+        spans = rx.spans()
+    assert out["streamed"][0] == "looking up Paris"
+    assert "sunny in Paris (live progress)" in out["answer"]
+    (tool,) = [s for s in spans if s.name.startswith("execute_tool")]
+    assert tool.attributes["otelmw.result.status"] == "ok" and out["wrapped"] == ["get_weather"]
+
+
+def test_a_raising_tool_is_a_failed_result_and_strands_answers_the_model_as_without_otelmw(
+        tmp_path: Path) -> None:
+    runs = []
+    for on in (False, True):
+        with ScriptedLLMServer.calling_tools("Paris", ("get_weather",)) as srv, \
+                OtlpReceiver() as rx:
+            cwd = tmp_path / ("with" if on else "without")
+            cwd.mkdir()
+            out = drive({"otelmw": on, "tool": "broken"}, srv, rx, cwd)
+            runs.append((out, bodies(srv), rx.spans()))
+    (plain, plain_bodies, _), (observed, observed_bodies, spans) = runs
+    assert observed_bodies == plain_bodies and observed["hooks"] == plain["hooks"]
+    assert "weather service down" in json.dumps(plain_bodies[-1]["messages"])
+    (tool,) = [s for s in spans if s.name.startswith("execute_tool")]
+    a = tool.attributes
+    assert a["otelmw.result.success"] is False and a["otelmw.result.status"] == "error"
+    assert "weather service down" in a["otelmw.result.error_message"]
+    assert tool.status_code == ERROR
+
+
+def test_otelmw_fails_open(tmp_path: Path) -> None:
+    """An otelmw bug before each model request and tool call: counted, and Strands runs
+    them as without otelmw (once each). Only otelmw_strands is on: the openai SDK layer
+    does not fail open around its own pipeline call (the bug is the pipeline's)."""
+    runs = []
+    for on in (False, True):
+        with ScriptedLLMServer.calling_tools("Paris", ("get_weather",)) as srv, \
+                OtlpReceiver() as rx:
+            cwd = tmp_path / ("with" if on else "without")
+            cwd.mkdir()
+            out = drive({"otelmw": on, "break": True, "layers": ["strands"]}, srv, rx, cwd)
+            runs.append((out, bodies(srv)))
+    (plain, plain_bodies), (observed, observed_bodies) = runs
+    assert observed_bodies == plain_bodies and len(observed_bodies) == 2
+    assert observed["answer"] == plain["answer"] == "done: sunny in Paris"
+    assert observed["tool_calls"] == [{"city": "Paris"}]
+    assert observed["failures"] == {"instrumentation:strands:chat": 2,
+                                    "instrumentation:strands:execute_tool": 1}
+
+
+PROMPT_TEXT = "What is the weather"
+
+
+def test_content_only_under_capture_and_schema_valid(server: ScriptedLLMServer,
+                                                     tmp_path: Path) -> None:
+    """``SPAN_AND_EVENT``: otelmw's ``chat`` spans carry the conventions' message
+    attributes (valid against the GenAI JSON schemas) and the tool span the arguments the
+    tool got; the prompt text is on Strands' own spans by Strands' rules."""
+    with OtlpReceiver() as rx:
+        drive({}, server, rx, tmp_path,
+              OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_AND_EVENT")
+        spans = rx.spans()
+    chats = [s for s in spans if s.name == CHAT_SPAN]
+    assert len(chats) == 2
+    for chat, post in zip(chats, chat_posts(server), strict=True):
+        got = {k: validate(k, chat.attributes[k]) for k in MESSAGE_KEYS
+               if k in chat.attributes}
+        assert {"gen_ai.input.messages", "gen_ai.output.messages"} <= set(got), sorted(got)
+        assert [m["role"] for m in got["gen_ai.input.messages"]] == [
+            m["role"] for m in post.body["messages"]]
+    assert PROMPT_TEXT in chats[0].attributes["gen_ai.input.messages"]
+    (tool,) = [s for s in spans if s.name == TOOL_SPAN]
+    assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"city": "Paris"}
+
+
+def test_without_capture_otelmw_exports_no_content(server: ScriptedLLMServer,
+                                                   tmp_path: Path) -> None:
+    """Default capture: no message attribute of otelmw's; Strands' own span events carry the
+    prompt until Strands' own redaction switch is on, then nothing exported does."""
+    with OtlpReceiver() as rx:
+        drive({}, server, rx, tmp_path)
+        spans = rx.spans()
+    for span in spans:
+        assert not set(MESSAGE_KEYS) & set(span.attributes), span.name
+        assert "gen_ai.tool.call.arguments" not in span.attributes, span.name
+    strands_events = [e for s in spans for e in s.events if s.name == "chat"]
+    assert any(PROMPT_TEXT in json.dumps(e.attributes) for e in strands_events)
+    with OtlpReceiver() as rx:
+        drive({}, server, rx, tmp_path,
+              OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_unredacted_attributes=")
+        assert_no_canary(rx, (PROMPT_TEXT,))
 
 
 def test_a_direct_tool_call_is_otelmw_s_own_span(server: ScriptedLLMServer,

@@ -26,6 +26,7 @@ TOOL_CALLS: list[dict[str, Any]] = []  # what the tool received
 HOOK_SAW: list[Any] = []  # what the user's BeforeToolCallEvent / AfterToolCallEvent hooks saw
 MIDDLEWARE_SAW: list[Any] = []  # what the user's own Strands middleware saw
 WRAPPED: list[str] = []  # otelmw tool_execution wrapper runs
+STREAMED: list[Any] = []  # a streaming tool's events, as the user's callback handler saw them
 
 
 def otelmw_plugin(ctx: Any) -> None:
@@ -74,11 +75,36 @@ def build_agent() -> Any:
         TOOL_CALLS.append({"city": city})
         return f"sunny in {city}"
 
+    @tool(name="get_weather")
+    async def streaming_weather(city: str) -> Any:
+        """Current weather for a city, with progress."""
+        TOOL_CALLS.append({"city": city})
+        yield f"looking up {city}"
+        for _ in range(200):  # the user's callback handler has the progress event by now
+            if STREAMED:
+                break
+            await asyncio.sleep(0.01)
+        yield f"sunny in {city} ({'live' if STREAMED else 'late'} progress)"
+
+    @tool(name="get_weather")
+    def broken_weather(city: str) -> str:
+        """Current weather for a city (the service is down)."""
+        TOOL_CALLS.append({"city": city})
+        raise ConnectionError("weather service down")
+
+    chosen = {"stream": streaming_weather, "broken": broken_weather}.get(
+        SPEC.get("tool", ""), get_weather)
+
+    def callback_handler(**event: Any) -> None:
+        streamed = event.get("tool_stream_event")
+        if streamed is not None:
+            STREAMED.append(streamed["data"])
+
     model = OpenAIModel(client_args={"base_url": os.environ["OPENAI_BASE_URL"],
                                      "api_key": "sk-scripted", "max_retries": 0},
                         model_id="scripted-model")
-    agent = Agent(model=model, tools=[get_weather], name="Weather",
-                  system_prompt="You are terse.", callback_handler=None)
+    agent = Agent(model=model, tools=[chosen], name="Weather",
+                  system_prompt="You are terse.", callback_handler=callback_handler)
 
     def before_tool(event: Any) -> None:
         HOOK_SAW.append(["before", event.tool_use["name"], event.tool_use["input"]])
@@ -123,6 +149,14 @@ def main() -> None:
                                  ("openai", "strands"))
         if SPEC.get("plugin"):
             otelmw.PluginManager().add_plugin("probe", otelmw_plugin)
+        if SPEC.get("break"):  # an otelmw bug: the pipeline raises before each call runs
+            from otelmw.core.pipeline import Pipeline
+
+            async def broken(self: Any, *args: Any, **kw: Any) -> Any:
+                raise RuntimeError("otelmw bug before the call")
+
+            Pipeline.arun_llm = broken  # type: ignore[method-assign]
+            Pipeline.arun_tool = broken  # type: ignore[method-assign]
     agent = build_agent()
     prompt = "What is the weather in Paris?"
     mode = SPEC.get("mode", "call")
@@ -135,7 +169,8 @@ def main() -> None:
     else:
         answer = asyncio.run(streamed(agent, prompt))
     print_result({"answer": answer.strip(), "tool_calls": TOOL_CALLS, "hooks": HOOK_SAW,
-                  "middleware": MIDDLEWARE_SAW, "wrapped": WRAPPED}, telemetry)
+                  "middleware": MIDDLEWARE_SAW, "wrapped": WRAPPED,
+                  "streamed": STREAMED}, telemetry)
 
 
 main()

@@ -40,11 +40,12 @@ class ToolOutcome:
     normalizer reads): Strands' result event, whether the tool ran, and the normalized
     result otelmw made of it."""
 
-    __slots__ = ("event", "executed", "normalized")
+    __slots__ = ("error", "event", "executed", "normalized")
 
     def __init__(self) -> None:
         self.executed = False
         self.event: Any = None  # the tool's ToolResultEvent
+        self.error: BaseException | None = None  # what the host's tool run raised
         self.normalized: NormalizedToolResult | None = None
 
 

@@ -80,13 +80,17 @@ async def _tool_events(wrapped: Any, args: tuple[Any, ...],
         out.executed = True
         run_ctx = ctx if effective is original else ctx.replace(
             tool_use={**ctx.tool_use, "input": effective})
-        async for event in wrapped(run_ctx, *rest, **rest_kwargs):
-            if isinstance(event, ToolResultEvent):
-                out.event = event
-            else:
-                await queue.put(event)
-                if isinstance(event, ToolInterruptEvent):
-                    return None  # the tool halted the agent: no result
+        try:
+            async for event in wrapped(run_ctx, *rest, **rest_kwargs):
+                if isinstance(event, ToolResultEvent):
+                    out.event = event
+                else:
+                    await queue.put(event)
+                    if isinstance(event, ToolInterruptEvent):
+                        return None  # the tool halted the agent: no result
+        except BaseException as exc:
+            out.error = exc  # the host's own (an interrupt the tool raised)
+            raise
         return None if out.event is None else out.event["tool_result"]
 
     async def pipeline_call() -> Any:
@@ -111,16 +115,18 @@ async def _tool_events(wrapped: Any, args: tuple[Any, ...],
                 break
         answer = await task
     except BaseException as exc:
-        if not task.done():
+        if not task.done():  # the consumer stopped or cancelled this tool call
             task.cancel()
-        if isinstance(exc, GeneratorExit) or not task.done() or task.cancelled():
             raise
-        if task.exception() is not exc and not out.executed:
-            failed("execute_tool", exc)  # otelmw's own error before the tool ran
+        if exc is out.error or not isinstance(exc, Exception):
+            raise  # the host's own error
+        failed("execute_tool", exc)  # otelmw's: the host's outcome stands
+        if not out.executed:
             async for event in wrapped(*args, **kwargs):
                 yield event
-            return
-        raise
+        elif out.event is not None:
+            yield out.event
+        return
     for event in _result_events(out, answer, ctx, ToolResultEvent):
         yield event
 
