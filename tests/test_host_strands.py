@@ -284,6 +284,14 @@ def test_without_capture_otelmw_exports_no_content(server: ScriptedLLMServer,
         assert_no_canary(rx, (PROMPT_TEXT,))
 
 
+def test_an_llm_execution_answer_that_is_no_stream_is_counted_and_the_request_sent(
+        server: ScriptedLLMServer, tmp_path: Path) -> None:
+    with OtlpReceiver() as rx:
+        out = drive({"plugin": {"answer_llm": True}}, server, rx, tmp_path)
+    assert out["answer"] == "done: sunny in Paris" and len(chat_posts(server)) == 2
+    assert out["failures"] == {"instrumentation:strands:chat": 2}
+
+
 def test_a_direct_tool_call_is_otelmw_s_own_span(server: ScriptedLLMServer,
                                                  tmp_path: Path) -> None:
     """``agent.tool.get_weather(...)``: Strands makes no span for it; otelmw's contract and

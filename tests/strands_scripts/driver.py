@@ -51,6 +51,11 @@ def otelmw_plugin(ctx: Any) -> None:
     def transform(**kw: Any) -> Any:
         return f"transformed: {kw['result']}"
 
+    def answer_llm(**kw: Any) -> Any:
+        return "a cached answer"  # not a stream of the model's events
+
+    if plugin.get("answer_llm"):
+        ctx.register_middleware("llm_execution", answer_llm)
     if plugin.get("llm_request"):
         ctx.register_middleware("llm_request", rewrite_request)
     if plugin.get("tool_request"):

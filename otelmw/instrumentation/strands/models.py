@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ...core import current_llm_call, get_pipeline, llm_call_current
+from ...core import CallInfo, current_llm_call, get_pipeline, llm_call_current
 from .._base import Wrapper, server_of
 from .results import failed
 
@@ -122,6 +122,16 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
             raise
         failed("chat", exc)
         events = wrapped(*args, **kwargs)
+    if not hasattr(events, "__aiter__"):
+        # An llm_execution layer answered without a stream: Strands needs the model's
+        # events. The model's stream starts on iteration, so nothing was sent yet.
+        failed("chat", TypeError(f"an llm_execution layer answered {type(events).__name__}, "
+                                 "not the model's event stream: the request is sent"))
+        # the contract ran on this request: the provider SDK layer below must not run
+        # it again (a model call of otelmw's is current, unobserved)
+        events = _CallStream(wrapped(*args, **kwargs),
+                             CallInfo(operation="chat", provider="openai",
+                                      model=options["model"]))
     try:
         async for event in events:
             yield event
