@@ -11,13 +11,18 @@ id must be the same in both runs, and most tests must pass.
 What runs: Hermes Agent's tool dispatch and middleware tests (``test_model_tools*.py``),
 its ``transform_llm_output``/``transform_tool_result`` hook tests and plugin helper tests;
 praisonaiagents' runtime middleware, parallel tools, tool timeout and schema tests, its
-plugin system, plugin registry and gate tests, and its guardrail tests; google-genai's
+plugin system, plugin registry and gate tests, and its guardrail tests; Strands Agents'
+middleware tests (model, tool and agent-stream stages, interrupts), hook registry and
+direct tool-call tests, with the two fixture modules they import; google-genai's
 automatic function calling and chat tests, which it ships inside its package and which
 run there (``SUITES``).
 
 The sdists do not ship every test of the hosts' repositories: hermes-agent 0.19.0's
 lacks ``tests/hermes_cli/`` (``test_plugins.py``) and ``tests/run_agent/``,
-praisonaiagents 1.7.17's lacks ``tests/unit/`` (``unit/hooks/``). Those are not taken
+praisonaiagents 1.7.17's lacks ``tests/unit/`` (``unit/hooks/``). strands-agents 1.62.0's
+root ``tests/conftest.py`` needs ``moto`` (not installed), so the files that use its
+fixtures (its tool executor, event loop and agent hook tests) are not chosen; Strands'
+tests need ``pytest-asyncio``, pinned in the ``strands`` environment. Those are not taken
 from the repositories either: the suite's CI reaches package registries only, and the
 project commits no third-party code. The hook and middleware behaviour they cover is
 pinned by ``test_host_hermes_contract.py`` (Hermes with and without otelmw on the same
@@ -52,6 +57,7 @@ class HostSuite:
     distribution: str
     files: tuple[str, ...]  # paths inside the sdist, under its top directory
     least_passed: int  # fewer passing tests than this: the run is broken, not equal
+    support: tuple[str, ...] = ()  # unpacked beside them, not run: what they import
     # "installed": the host ships these tests inside its package (paths in the installed
     # distribution), as modules of it with relative imports: they run in place
     source: str = "sdist"
@@ -103,6 +109,23 @@ SUITES = {
             "chats/test_get_history",
             "chats/test_validate_response",
         )), 140, source="installed", together=True),
+    "strands": HostSuite("strands", "strands-agents", (
+        "tests/strands/middleware/test_agent_middleware.py",
+        "tests/strands/middleware/test_agent_stream_middleware.py",
+        "tests/strands/middleware/test_execute_tool_middleware.py",
+        "tests/strands/middleware/test_middleware_interrupts.py",
+        "tests/strands/middleware/test_stages.py",
+        "tests/strands/hooks/test_registry.py",
+        "tests/strands/tools/test_caller.py",
+    ), 180, support=(
+        "tests/__init__.py",
+        "tests/strands/__init__.py",
+        "tests/fixtures/mock_hook_provider.py",
+        "tests/fixtures/mocked_model_provider.py",
+        "tests/strands/middleware/__init__.py",
+        "tests/strands/hooks/__init__.py",
+        "tests/strands/tools/__init__.py",
+    )),
 }
 
 
@@ -127,10 +150,11 @@ def sdist(suite: HostSuite) -> Path:
 
 
 def unpack_tests(archive: Path, suite: HostSuite, into: Path) -> list[Path]:
-    """The chosen test files (and nothing else of the sdist) under ``into``."""
+    """The chosen test files and the modules they import (nothing else of the sdist)
+    under ``into``; returns the test files."""
     with tarfile.open(archive) as tar:
         top = tar.getnames()[0].split("/", 1)[0]
-        for name in suite.files:
+        for name in (*suite.support, *suite.files):
             member = tar.getmember(f"{top}/{name}")
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
