@@ -94,15 +94,17 @@ def otelmw_plugin(ctx: Any) -> None:
 
 
 def user_hooks() -> None:
-    """The user's own CrewAI hooks: note what they see, add a system note to every
-    model request (in place, CrewAI's rule), add ``units`` to the tool's input (in
+    """The user's own CrewAI hooks: note what they see, add a note to the system
+    message of every model request (in place, CrewAI's rule), add ``units`` to the tool's input (in
     place), block ``broken``, and mark the tool's result."""
     from crewai.hooks import after_llm_call, after_tool_call, before_llm_call, before_tool_call
 
     @before_llm_call
     def note_request(ctx: Any) -> None:
         SEEN.append({"hook": "before_llm_call", "messages": len(ctx.messages)})
-        ctx.messages.append({"role": "user", "content": "(hook: be brief)"})
+        system = ctx.messages[0]
+        if system.get("role") == "system" and isinstance(system.get("content"), str):
+            system["content"] += " (hook: be brief)"
 
     @after_llm_call
     def note_answer(ctx: Any) -> Any:
