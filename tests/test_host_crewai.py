@@ -117,7 +117,8 @@ def tool_messages(server: ScriptedLLMServer) -> list[str]:
     return seen
 
 
-def check_chats(spans: list[ReceivedSpan], server: ScriptedLLMServer) -> None:
+def check_chats(spans: list[ReceivedSpan], server: ScriptedLLMServer,
+                api_mode: str = "chat_completions") -> None:
     """One ``chat`` CLIENT span per provider request, describing that request's
     response (the openai SDK layer under CrewAI's provider only enriched it)."""
     posts = chat_posts(server)
@@ -127,7 +128,7 @@ def check_chats(spans: list[ReceivedSpan], server: ScriptedLLMServer) -> None:
         a = chat.attributes
         assert chat.kind == CLIENT and chat.status_code != ERROR
         assert a["gen_ai.provider.name"] == "openai"
-        assert a["otelmw.api_mode"] == "chat_completions"
+        assert a["otelmw.api_mode"] == api_mode
         assert a["gen_ai.response.id"] == post.response_id
         assert post.usage is not None
         assert a["gen_ai.usage.input_tokens"] == post.usage["input_tokens"]
@@ -187,6 +188,39 @@ def test_a_lone_agents_kickoff_is_one_turn(mode: str, stream: bool, server: Scri
         CHAT_SPAN, "execute_tool get_weather", CHAT_SPAN]
     check_chats(trace, server)
     assert [p.stream for p in chat_posts(server)] == [stream] * 2
+
+
+@pytest.mark.parametrize("mode", ["agent_kickoff", "agent_kickoff_async"])
+def test_the_responses_api_route_is_instrumented_the_same(
+        mode: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    out = drive({"mode": mode, "api": "responses"}, server, rx, tmp_path)
+    assert out["errors"] == [] and out["results"] == ["done: sunny in Paris (imperial)"]
+    assert {p.api for p in server.requests} == {"responses"}
+    rx.wait_for(lambda: len(rx.spans()) >= 4)
+    (trace,) = traces(rx.spans())
+    root = only_root(trace, FORECASTER)
+    assert [s.name for s in children(trace, root)] == [
+        CHAT_SPAN, "execute_tool get_weather", CHAT_SPAN]
+    check_chats(trace, server, "responses")
+    (tool,) = rx.spans("execute_tool get_weather")
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
+
+
+def test_a_streamed_responses_run_ends_as_without_otelmw(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """CrewAI 1.15.30 gets no answer out of the scripted server's streamed Responses
+    (it raises "Invalid response from LLM call"); with otelmw it ends the same way, the
+    one request a ``chat`` span and the turn an error."""
+    spec = {"mode": "agent_kickoff_async", "api": "responses", "stream": True}
+    bare = drive({**spec, "otelmw": False}, server, rx, tmp_path)
+    bare_posts = bodies(server)
+    server.clear()
+    out = drive(spec, server, rx, tmp_path)
+    assert out["errors"] == bare["errors"] != [] and bodies(server) == bare_posts
+    rx.wait_for(lambda: len(rx.spans()) >= 2)
+    (root,) = rx.spans(FORECASTER)
+    assert root.status_code == ERROR
+    assert [s.name for s in children(rx.spans(), root)] == [CHAT_SPAN]
 
 
 def test_each_kickoff_is_its_own_trace(server: ScriptedLLMServer, rx: OtlpReceiver,

@@ -182,7 +182,8 @@ def make_llm() -> Any:
     from crewai import LLM
 
     return LLM(model="openai/scripted-model", base_url=os.environ["OPENAI_BASE_URL"],
-               api_key="x", stream=bool(SPEC.get("stream")), max_retries=0)
+               api_key="x", stream=bool(SPEC.get("stream")), max_retries=0,
+               api=SPEC.get("api", "completions"))
 
 
 def make_crew(turn: int) -> Any:
