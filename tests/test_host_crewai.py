@@ -61,12 +61,17 @@ def child_env(tmp_path: Path, base_url: str, rx: OtlpReceiver) -> dict[str, str]
 
 
 def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
-          tmp_path: Path, **env: str) -> dict[str, Any]:
+          tmp_path: Path, *, offline: bool = True, **env: str) -> dict[str, Any]:
     """Run one driver scenario (``env``: settings on top of ``child_env``'s); returns
-    its RESULT (telemetry is flushed on exit). No scenario reaches beyond 127.0.0.1."""
-    out = run_scenario(SCRIPTS / "driver.py", spec,
-                       {**child_env(tmp_path, server.base_url, rx), **env}, tmp_path)
-    assert out["network"] == []
+    its RESULT (telemetry is flushed on exit). No scenario reaches beyond 127.0.0.1
+    (``offline=False``: CrewAI's own telemetry is left on, its attempts refused)."""
+    run_env = {**child_env(tmp_path, server.base_url, rx), **env}
+    if not offline:
+        for key in CREWAI_OFF:
+            run_env.pop(key)
+    out = run_scenario(SCRIPTS / "driver.py", spec, run_env, tmp_path)
+    if offline:
+        assert out["network"] == []
     return out
 
 
@@ -144,6 +149,7 @@ def check_crew(spans: list[ReceivedSpan], server: ScriptedLLMServer, tool: str) 
     assert root.kind == INTERNAL and root.status_code != ERROR
     assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert root.attributes["otelmw.runtime.id"] == "crewai"
+    assert root.attributes["gen_ai.conversation.id"]  # the crew's id
     forecaster, writer = children(trace, root)
     assert (forecaster.name, writer.name) == (FORECASTER, WRITER)
     assert forecaster.attributes["gen_ai.agent.name"] == "Forecaster"
@@ -416,6 +422,19 @@ def test_the_plugins_hook_points_are_records_on_the_tool_span(
     (rec,) = records
     assert rec.span_id == tool.span_id and rec.trace_id == tool.trace_id
     assert rec.attributes["gen_ai.tool.call.id"] == tool.attributes["gen_ai.tool.call.id"]
+
+
+def test_crewais_own_telemetry_stays_its_own(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """Left on, CrewAI's telemetry goes to telemetry.crewai.com through a tracer
+    provider of its own (refused here): none of its spans reaches the user's exporter
+    nor becomes a parent of otelmw's, whose trace is the same as with it off."""
+    out = drive({"mode": "kickoff"}, server, rx, tmp_path, offline=False)
+    assert out["errors"] == [] and out["results"] == ["ok"]
+    assert out["network"] and all(n.endswith("telemetry.crewai.com") for n in out["network"])
+    rx.wait_for(lambda: len(rx.spans()) >= 7)
+    check_crew(rx.spans(), server, "get_weather")
+    assert {s.resource.get("service.name") for s in rx.spans()} == {"crewai-host-test"}
 
 
 # ------------------------------------------------------------ fail open, wiring
