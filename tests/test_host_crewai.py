@@ -30,7 +30,8 @@ from _support.host_scenarios import (
     TIMEOUT,
     exported_texts,
     installed_plugin,
-    run_scenario,
+    result_of,
+    run_ok,
     scenario_env,
 )
 from _support.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -46,6 +47,7 @@ CREW_SPAN = "invoke_agent WeatherCrew"
 FORECASTER, WRITER = "invoke_agent Forecaster", "invoke_agent Writer"
 CHAT_SPAN = "chat scripted-model"
 TOOLS = ("get_weather", "broken", "closed")
+NETWORK_PREFIX = "NETWORK-ATTEMPT "  # the driver's report of a refused connection
 CREWAI_OFF = {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_DISABLE_TRACKING": "true"}
 
 
@@ -69,7 +71,11 @@ def drive(spec: dict[str, Any], server: ScriptedLLMServer, rx: OtlpReceiver,
     if not offline:
         for key in CREWAI_OFF:
             run_env.pop(key)
-    out = run_scenario(SCRIPTS / "driver.py", spec, run_env, tmp_path)
+    proc = run_ok([sys.executable, str(SCRIPTS / "driver.py"), json.dumps(spec)], run_env,
+                  tmp_path)
+    out = result_of(proc.stdout, proc.stderr)
+    out["network"] = [line.removeprefix(NETWORK_PREFIX) for line in proc.stderr.splitlines()
+                      if line.startswith(NETWORK_PREFIX)]
     if offline:
         assert out["network"] == []
     return out

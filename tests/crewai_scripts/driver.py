@@ -2,7 +2,8 @@
 
 ``argv[1]`` is a JSON spec; the last stdout line is ``RESULT <json>``: each run's
 output, what each tool received, what the user's own CrewAI hooks and event listener
-saw, any connection attempt that left 127.0.0.1, otelmw's failure counts. A real CrewAI
+saw, otelmw's failure counts; every connection attempt beyond 127.0.0.1 is refused and
+reported on stderr (``NETWORK-ATTEMPT …``) when it happens. A real CrewAI
 crew (two agents, two tasks: a forecaster with tools, then a writer) or a lone agent
 talks through CrewAI's native OpenAI provider (the real openai SDK) to the scripted LLM
 server at ``OPENAI_BASE_URL``; telemetry goes through ``otelmw.telemetry.configure()``
@@ -28,24 +29,30 @@ TOOL_CALLS: list[dict[str, Any]] = []  # what each tool received
 SEEN: list[Any] = []  # what the user's own CrewAI hooks saw, in order
 EVENTS: list[str] = []  # CrewAI's own events the user's listener got
 WRAPPED: list[str] = []  # otelmw tool_execution wrapper runs
-NETWORK: list[str] = []  # connection attempts beyond this machine's loopback
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Printed to stderr at each connection attempt beyond this machine's loopback, when it
+# happens (an exporter of CrewAI's may try at exit, after the RESULT line).
+NETWORK_PREFIX = "NETWORK-ATTEMPT "
+
+
+def _refused(what: str) -> None:
+    print(NETWORK_PREFIX + what, file=sys.stderr, flush=True)
 
 
 def guard_network() -> None:
-    """Note (and refuse) every connection or name lookup beyond the loopback: CrewAI's
+    """Refuse (and report) every connection or name lookup beyond the loopback: CrewAI's
     own telemetry must stay off here."""
     connect, lookup = socket.socket.connect, socket.getaddrinfo
 
     def guarded_connect(self: socket.socket, address: Any) -> Any:
         if isinstance(address, tuple) and address[0] not in LOOPBACK:
-            NETWORK.append(f"connect {address[0]}")
+            _refused(f"connect {address[0]}")
             raise OSError("network disabled in this test")
         return connect(self, address)
 
     def guarded_lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
         if host not in LOOPBACK and host is not None:
-            NETWORK.append(f"lookup {host}")
+            _refused(f"lookup {host}")
             raise socket.gaierror("network disabled in this test")
         return lookup(host, *args, **kwargs)
 
@@ -270,7 +277,6 @@ def main() -> None:
     out["seen"] = SEEN
     out["events"] = EVENTS
     out["wrapped"] = WRAPPED
-    out["network"] = NETWORK
     print_result(out, tel)
 
 
