@@ -11,7 +11,10 @@ id must be the same in both runs, and most tests must pass.
 What runs: Hermes Agent's tool dispatch and middleware tests (``test_model_tools*.py``),
 its ``transform_llm_output``/``transform_tool_result`` hook tests and plugin helper tests;
 praisonaiagents' runtime middleware, parallel tools, tool timeout and schema tests, its
-plugin system, plugin registry and gate tests, and its guardrail tests (``SUITES``).
+plugin system, plugin registry and gate tests, and its guardrail tests; CrewAI's LLM and
+tool hook tests, its hook interception conformance tests and its tool and tool-usage
+tests (``SUITES``). CrewAI's own telemetry is off in
+both runs (``CREWAI_DISABLE_TELEMETRY``): it would call telemetry.crewai.com.
 
 The sdists do not ship every test of the hosts' repositories: hermes-agent 0.19.0's
 lacks ``tests/hermes_cli/`` (``test_plugins.py``) and ``tests/run_agent/``,
@@ -72,6 +75,13 @@ SUITES = {
         "tests/test_plugin_registry_and_gate.py",
         "tests/test_guardrail_blocked_message.py",
     ), 145),
+    "crewai": HostSuite("crewai", "crewai", (
+        "tests/hooks/test_interception_conformance.py",
+        "tests/hooks/test_llm_hooks.py",
+        "tests/hooks/test_tool_hooks.py",
+        "tests/tools/test_base_tool.py",
+        "tests/tools/test_tool_usage.py",
+    ), 150),
 }
 
 
@@ -135,7 +145,8 @@ def run_file(test_file: Path, workdir: Path, under_otelmw: bool, tag: str) -> di
            if not k.startswith(("OTEL_", "OTELMW_", "HERMES_", "PYTEST_"))}
     env.update(HERMES_HOME=str(home / "hermes"), HOME=str(home),
                OTELMW_HOME=str(home / "otelmw"), OTELMW_DATA_DIR=str(home / "otelmw-data"),
-               OTELMW_QUIET="1", OTEL_METRIC_EXPORT_INTERVAL="600000")
+               OTELMW_QUIET="1", OTEL_METRIC_EXPORT_INTERVAL="600000",
+               CREWAI_DISABLE_TELEMETRY="true", CREWAI_DISABLE_TRACKING="true")
     proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT)
     assert junit.exists(), f"{' '.join(command)}: exit {proc.returncode}\n{proc.stdout[-2000:]}" \
