@@ -29,7 +29,8 @@ PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agen
             "praisonai": "praisonaiagents", "litellm": "litellm",
             "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
-            "google-genai": "google-genai", "strands": "strands-agents"}
+            "google-genai": "google-genai", "strands": "strands-agents",
+            "crewai": "crewai"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
@@ -45,7 +46,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "openai-agents":
                      "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
                  "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor",
-                 "strands": "otelmw.instrumentation.strands:StrandsInstrumentor"}
+                 "strands": "otelmw.instrumentation.strands:StrandsInstrumentor",
+                 "crewai": "otelmw.instrumentation.crewai:CrewAIInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:

@@ -15,7 +15,9 @@ plugin system, plugin registry and gate tests, and its guardrail tests; Strands 
 middleware tests (model, tool and agent-stream stages, interrupts), hook registry and
 direct tool-call tests, with the two fixture modules they import; google-genai's
 automatic function calling and chat tests, which it ships inside its package and which
-run there (``SUITES``).
+run there; CrewAI's LLM and tool hook tests, its hook interception conformance tests and
+its tool and tool-usage tests (``SUITES``). CrewAI's own telemetry is off in both runs
+(``CREWAI_DISABLE_TELEMETRY``): it would call telemetry.crewai.com.
 
 The sdists do not ship every test of the hosts' repositories: hermes-agent 0.19.0's
 lacks ``tests/hermes_cli/`` (``test_plugins.py``) and ``tests/run_agent/``,
@@ -126,6 +128,13 @@ SUITES = {
         "tests/strands/hooks/__init__.py",
         "tests/strands/tools/__init__.py",
     )),
+    "crewai": HostSuite("crewai", "crewai", (
+        "tests/hooks/test_interception_conformance.py",
+        "tests/hooks/test_llm_hooks.py",
+        "tests/hooks/test_tool_hooks.py",
+        "tests/tools/test_base_tool.py",
+        "tests/tools/test_tool_usage.py",
+    ), 150),
 }
 
 
@@ -208,7 +217,8 @@ def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: st
            if not k.startswith(("OTEL_", "OTELMW_", "HERMES_", "PYTEST_"))}
     env.update(HERMES_HOME=str(home / "hermes"), HOME=str(home),
                OTELMW_HOME=str(home / "otelmw"), OTELMW_DATA_DIR=str(home / "otelmw-data"),
-               OTELMW_QUIET="1", OTEL_METRIC_EXPORT_INTERVAL="600000")
+               OTELMW_QUIET="1", OTEL_METRIC_EXPORT_INTERVAL="600000",
+               CREWAI_DISABLE_TELEMETRY="true", CREWAI_DISABLE_TRACKING="true")
     proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT)
     assert junit.exists(), f"{' '.join(command)}: exit {proc.returncode}\n{proc.stdout[-2000:]}" \

@@ -49,6 +49,7 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "openai-agents": ("agents",),
     "google-genai": ("google.genai",),
     "strands": ("strands",),
+    "crewai": ("crewai",),
 }
 
 

@@ -2,7 +2,8 @@
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
-``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``strands_agent``:
+``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``strands_agent``,
+``crewai_agent``:
 named after the host, not after its package, so that it can never shadow the package it
 imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
@@ -48,6 +49,7 @@ DRIVERS = {
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
     "google_genai_afc": Driver(("google-genai",), "gemini"),
     "strands_agent": Driver(("strands", "openai"), "chat", host_steps=True),
+    "crewai_agent": Driver(("crewai", "openai"), "chat"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
