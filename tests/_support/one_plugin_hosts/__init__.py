@@ -2,9 +2,9 @@
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
-``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``: named after the host,
-not after its package, so that it can never shadow the package it imports) exposes one
-function,
+``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``google_adk_agent``:
+named after the host, not after its package, so that it can never shadow the package it
+imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
 host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
@@ -30,6 +30,10 @@ class Driver(NamedTuple):
     # whose id a tool call's span carries: "model" (the id the model gave it) or "mcp"
     # (the MCP rule: none on the client's span; the JSON-RPC request id on the server's)
     tool_call_ids: str = "model"
+    # the host's own tracing opens the run's root and the turn's span, with otelmw's
+    # spans under them (Google ADK: ``invoke_workflow`` > ``invoke_agent`` >
+    # ``generate_content`` > otelmw's ``chat``; its ``execute_tool`` is the tool call's)
+    host_tracing: bool = False
 
 
 DRIVERS = {
@@ -44,6 +48,7 @@ DRIVERS = {
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
     "google_genai_afc": Driver(("google-genai",), "gemini"),
+    "google_adk_agent": Driver(("google-adk",), "gemini", host_tracing=True),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
