@@ -29,7 +29,7 @@ PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agen
             "praisonai": "praisonaiagents", "litellm": "litellm",
             "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
-            "google-genai": "google-genai"}
+            "google-genai": "google-genai", "google-adk": "google-adk"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
@@ -44,7 +44,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "pydantic-ai": "otelmw.instrumentation.pydantic_ai:PydanticAIInstrumentor",
                  "openai-agents":
                      "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
-                 "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor"}
+                 "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor",
+                 "google-adk": "otelmw.instrumentation.google_adk:GoogleADKInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:
