@@ -241,6 +241,21 @@ def test_a_raising_tool_is_a_failed_result_and_adk_handles_its_error(
     assert tool.attributes["otelmw.result.status"] == "error"
 
 
+@pytest.mark.parametrize("route", ["litellm", "gemini"])
+def test_a_failed_model_request_is_an_error_span_and_adks_error_callback_answers(
+        route: str, rx: OtlpReceiver, tmp_path: Path) -> None:
+    with ScriptedLLMServer() as srv:
+        srv.push_error(400, "scripted refusal")
+        out = drive({"route": route, "callbacks": True}, srv, rx, tmp_path)
+        assert len(posts(srv, route)) == 1  # sent once
+    assert out["events"][-1]["text"] == "recovered by on_model_error"
+    assert [s["hook"] for s in out["seen"]] == ["before_model", "on_model_error", "after_model"]
+    spans = settled(rx, 1)
+    (chat,) = [s for s in spans if s.name.startswith("chat ")]
+    assert chat.status_code == ERROR and chat.attributes["error.type"]
+    assert parent(chat, spans).name.startswith("generate_content")  # type: ignore[union-attr]
+
+
 def test_an_otelmw_block_is_the_tools_answer(server: ScriptedLLMServer, rx: OtlpReceiver,
                                              tmp_path: Path) -> None:
     out = drive({"plugin": {"block": "get_weather"}}, server, rx, tmp_path)

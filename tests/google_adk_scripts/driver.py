@@ -137,7 +137,13 @@ def callbacks() -> dict[str, Any]:
         TOOL_ERRORS.append(f"{type(error).__name__}: {error}")
         return {"error": "handled by on_tool_error"}
 
+    def on_model_error(callback_context: Any, llm_request: Any, error: Exception) -> Any:
+        SEEN.append({"hook": "on_model_error", "error": type(error).__name__})
+        return LlmResponse(content=types.Content(
+            role="model", parts=[types.Part(text="recovered by on_model_error")]))
+
     return {"before_model_callback": before_model, "after_model_callback": after_model,
+            "on_model_error_callback": on_model_error,
             "before_tool_callback": before_tool, "after_tool_callback": after_tool,
             "on_tool_error_callback": on_tool_error}
 
