@@ -304,6 +304,26 @@ def test_a_transfer_to_a_sub_agent_is_an_invoke_agent_under_the_coordinator(
     assert all(c.attributes["gen_ai.conversation.id"] == out["session"] for c in chats)
 
 
+def test_adks_legacy_schema_keeps_the_rule(server: ScriptedLLMServer, rx: OtlpReceiver,
+                                           tmp_path: Path) -> None:
+    """ADK's schema 1 (``invocation`` root, a ``call_llm`` span over each request): still
+    one ``chat`` under ADK's ``generate_content``, ADK's ``execute_tool`` the tool's."""
+    drive({"plugin": {"tool_request": True}}, server, rx, tmp_path,
+          ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN="1")
+    rx.wait_for(lambda: len(rx.spans("chat openai/scripted-model")) >= 2
+                and any(s.name == "invocation" for s in rx.spans()))
+    spans = rx.spans()
+    (root,) = [s for s in spans if s.parent_span_id is None]
+    assert root.name == "invocation" and len({s.trace_id for s in spans}) == 1
+    for chat in rx.spans("chat openai/scripted-model"):
+        above = parent(chat, spans)
+        assert above is not None and above.name == "generate_content openai/scripted-model"
+        assert parent(above, spans).name == "call_llm"  # type: ignore[union-attr]
+    (tool,) = [s for s in spans if s.name.startswith("execute_tool")]
+    assert tool.attributes["otelmw.result.status"] == "ok"
+    assert parent(tool, spans).name == "invoke_agent weather"  # type: ignore[union-attr]
+
+
 # ---------------------------------------------------------- ADK's own spans not recording
 def test_where_adk_traces_nothing_otelmw_opens_its_own_spans(
         server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
