@@ -30,7 +30,7 @@ PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agen
             "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
             "google-genai": "google-genai", "strands": "strands-agents",
-            "crewai": "crewai"}
+            "crewai": "crewai", "google-adk": "google-adk"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
@@ -47,7 +47,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                      "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
                  "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor",
                  "strands": "otelmw.instrumentation.strands:StrandsInstrumentor",
-                 "crewai": "otelmw.instrumentation.crewai:CrewAIInstrumentor"}
+                 "crewai": "otelmw.instrumentation.crewai:CrewAIInstrumentor",
+                 "google-adk": "otelmw.instrumentation.google_adk:GoogleADKInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:

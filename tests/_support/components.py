@@ -50,6 +50,7 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "google-genai": ("google.genai",),
     "strands": ("strands",),
     "crewai": ("crewai",),
+    "google-adk": ("google.adk",),
 }
 
 

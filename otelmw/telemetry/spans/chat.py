@@ -325,9 +325,10 @@ class ChatSpans(ModelCallSpans):
                 if server_port:
                     op.span.set_attribute(attributes.SERVER_PORT, server_port)
                 op.attrs[attributes.SERVER_ADDRESS] = server_address
-            if op.facts is None:
-                op.facts = self._collecting(op, gemini.GeminiResponseFacts() if gemini.is_response(
-                    result) else ResponseFacts())
+            if op.facts is None:  # a stream's shape is known by its chunks: the Gemini
+                # readers read every shape (Gemini's, else as the base readers do)
+                op.facts = self._collecting(op, gemini.GeminiResponseFacts() if is_stream(
+                    result) or gemini.is_response(result) else ResponseFacts())
             if is_stream(result):
                 return wrap_stream(result, EnrichStream(op.facts, ChunkClock(self, op)))
             op.facts.absorb(raw_response_body(result))

@@ -3,7 +3,7 @@
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
 ``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``strands_agent``,
-``crewai_agent``:
+``crewai_agent``, ``google_adk_agent``:
 named after the host, not after its package, so that it can never shadow the package it
 imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
@@ -34,6 +34,10 @@ class Driver(NamedTuple):
     # the host's own tracing puts spans of its steps between the turn and its calls
     # (Strands: its event-loop cycles, and its model invocation over otelmw's chat span)
     host_steps: bool = False
+    # the host's own tracing opens the run's root and the turn's span, with otelmw's
+    # spans under them (Google ADK: ``invoke_workflow`` > ``invoke_agent`` >
+    # ``generate_content`` > otelmw's ``chat``; its ``execute_tool`` is the tool call's)
+    host_tracing: bool = False
 
 
 DRIVERS = {
@@ -50,6 +54,7 @@ DRIVERS = {
     "google_genai_afc": Driver(("google-genai",), "gemini"),
     "strands_agent": Driver(("strands", "openai"), "chat", host_steps=True),
     "crewai_agent": Driver(("crewai", "openai"), "chat"),
+    "google_adk_agent": Driver(("google-adk",), "gemini", host_tracing=True),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
