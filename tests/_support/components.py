@@ -48,6 +48,7 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "google-genai": ("google.genai",),
+    "llamaindex": ("llama_index.core", "llama_index.llms.openai"),
 }
 
 
