@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._base import OtelmwInstrumentor, Wrapper
+from .handoffs import run_agent_step
 from .models import LLMClasses, llm_class_defined
 from .results import NORMALIZER, instrumentation_failed
 from .tools import (
@@ -40,6 +41,7 @@ class LlamaIndexInstrumentor(OtelmwInstrumentor):
             (_AGENT, "BaseWorkflowAgent.call_tool", call_tool_step),
             (_MULTI_AGENT, "AgentWorkflow._call_tool", agent_call_tool),
             (_MULTI_AGENT, "AgentWorkflow.call_tool", call_tool_step),
+            (_MULTI_AGENT, "AgentWorkflow.run_agent_step", run_agent_step),
             (_CALLING, "call_tool", call_tool),
             (_CALLING, "acall_tool", acall_tool),
             (_CALLING, "call_tool_with_selection", with_selection),

@@ -24,6 +24,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ...core import get_pipeline
+from .handoffs import current_stretch, in_stretch
 from .results import (
     RUNTIME_ID,
     ToolRun,
@@ -54,7 +55,8 @@ def _call_id(name: str) -> str | None:
 
 async def call_tool_step(wrapped: Any, instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
-    """A ``call_tool`` step: the id of its ``ToolCall`` event, for its dispatch."""
+    """A ``call_tool`` step: the id of its ``ToolCall`` event, for its dispatch; in an
+    ``AgentWorkflow``, in the stretch of the agent whose tool it is."""
     token = None
     try:
         event = args[1] if len(args) > 1 else kwargs.get("ev")
@@ -63,7 +65,7 @@ async def call_tool_step(wrapped: Any, instance: Any, args: tuple[Any, ...],
     except Exception as exc:
         instrumentation_failed("call_tool_step", exc)
     try:
-        return await wrapped(*args, **kwargs)
+        return await in_stretch(current_stretch(), lambda: wrapped(*args, **kwargs))
     finally:
         if token is not None:
             _selected.reset(token)

@@ -1,8 +1,9 @@
 """Workflow runs as turns: ``Workflow.run`` (``agent.run(...)`` of a FunctionAgent,
 ReActAgent or CodeActAgent, an ``AgentWorkflow`` run, any workflow's run) → one
-``invoke_agent {name}``: the agent's ``name``, an ``AgentWorkflow``'s root agent, or
-else the workflow's class name. A run started inside another run's step (an agent
-called from a tool) is a sub-agent turn under it.
+``invoke_agent {name}``: the agent's ``name``, else the workflow's class name
+(``AgentWorkflow``, whose agents are sub-agents under it: ``handoffs.py``). A run
+started inside another run's step (an agent called from a tool) is a sub-agent turn
+under it.
 
 ``Workflow.run`` returns a handler at once and runs the workflow in tasks it creates
 there: the turn is started in a copy of the caller's context that the run's tasks
@@ -20,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from ...core import Turn, get_pipeline
+from .handoffs import AgentRun, agent_run, is_multi_agent
 from .results import RUNTIME_ID, instrumentation_failed
 
 # The turn watchers of handlers without a result task of their own, while they run.
@@ -28,11 +30,8 @@ _watchers: set[asyncio.Future[None]] = set()
 
 def _name(workflow: Any) -> str:
     name = getattr(workflow, "name", None)
-    if isinstance(name, str) and name:
+    if isinstance(name, str) and name and not is_multi_agent(workflow):
         return name
-    root = getattr(workflow, "root_agent", None)
-    if isinstance(root, str) and root:
-        return root
     return type(workflow).__name__
 
 
@@ -60,7 +59,13 @@ def _finish(turn: Turn, error: BaseException | None) -> None:
         instrumentation_failed("turn_finish", exc)
 
 
-def _settled(turn: Turn, task: Any) -> None:
+def _end(turn: Turn, agents: AgentRun | None, error: BaseException | None) -> None:
+    if agents is not None:
+        agents.close(error)
+    _finish(turn, error)
+
+
+def _settled(turn: Turn, agents: AgentRun | None, task: Any) -> None:
     """The run's result task is done: the turn ends with its outcome."""
     try:
         if task.cancelled():
@@ -69,40 +74,42 @@ def _settled(turn: Turn, task: Any) -> None:
             error = task.exception()
     except BaseException as exc:  # never raise in the loop's callback
         error = exc
-    _finish(turn, error)
+    _end(turn, agents, error)
 
 
-async def _watch(turn: Turn, handler: Any) -> None:
+async def _watch(turn: Turn, agents: AgentRun | None, handler: Any) -> None:
     """A handler without a result task of its own: the turn ends with its result."""
     try:
         await handler.stop_event_result()
     except BaseException as exc:
-        _finish(turn, exc)
+        _end(turn, agents, exc)
         return
-    _finish(turn, None)
+    _end(turn, agents, None)
 
 
 def _run_as_turn(wrapped: Any, workflow: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
     turn = _open(workflow)
+    agents = AgentRun() if turn is not None and is_multi_agent(workflow) else None
+    agent_run.set(agents)  # this run's own (a run inside another's step: not the outer's)
     try:
         handler = wrapped(*args, **kwargs)
     except BaseException as exc:
         if turn is not None:
-            _finish(turn, exc)
+            _end(turn, agents, exc)
         raise
     if turn is not None:
         try:
             task = getattr(handler, "_result_task", None)
             if task is not None and hasattr(task, "add_done_callback"):
-                task.add_done_callback(partial(_settled, turn))
+                task.add_done_callback(partial(_settled, turn, agents))
             else:
-                watcher = asyncio.ensure_future(_watch(turn, handler))
+                watcher = asyncio.ensure_future(_watch(turn, agents, handler))
                 _watchers.add(watcher)  # the loop keeps only a weak reference
                 watcher.add_done_callback(_watchers.discard)
         except Exception as exc:
             instrumentation_failed("turn_watch", exc)
-            _finish(turn, None)
+            _end(turn, agents, None)
     return handler
 
 
