@@ -2,9 +2,9 @@
 
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
-``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``: named after the host,
-not after its package, so that it can never shadow the package it imports) exposes one
-function,
+``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``llamaindex_agent``:
+named after the host, not after its package, so that it can never shadow the package it
+imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
 host's users write one, against the scripted model
 server at ``server_url`` (its root, ``http://127.0.0.1:PORT``), with the two tools below
@@ -44,6 +44,7 @@ DRIVERS = {
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
     "google_genai_afc": Driver(("google-genai",), "gemini"),
+    "llamaindex_agent": Driver(("llamaindex",), "chat"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
