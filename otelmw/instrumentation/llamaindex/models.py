@@ -38,11 +38,14 @@ _API_MODES = {"OpenAIResponses": "responses"}
 
 
 def _provider(llm: Any) -> str | None:
-    module = type(llm).__module__
-    if not module.startswith("llama_index.llms."):
-        return None
-    package = module.split(".")[2]
-    return _PROVIDERS.get(package, package)
+    """The provider of the LLM's class or of the LlamaIndex provider class it extends
+    (a program's own subclass of ``OpenAI`` is ``openai``)."""
+    for cls in type(llm).__mro__:
+        module = cls.__module__
+        if module.startswith("llama_index.llms."):
+            package = module.split(".")[2]
+            return _PROVIDERS.get(package, package)
+    return None
 
 
 def _api_mode(llm: Any, provider: str | None) -> str | None:
@@ -235,7 +238,7 @@ class LLMClasses:
             method = cls.__dict__.get(name)
             if method is None or getattr(method, "__isabstractmethod__", False):
                 continue
-            if _is_ours(method):
+            if is_ours(method):
                 continue
             try:
                 wrapt.wrap_function_wrapper(cls, name, WRAPPERS[name])
@@ -258,12 +261,13 @@ class LLMClasses:
     def restore(self) -> None:
         for cls, name in reversed(self.wrapped):
             current = cls.__dict__.get(name)
-            if isinstance(current, wrapt.FunctionWrapper) and _is_ours(current):
+            if isinstance(current, wrapt.FunctionWrapper) and is_ours(current):
                 setattr(cls, name, current.__wrapped__)
         self.wrapped = []
 
 
-def _is_ours(method: Any) -> bool:
+def is_ours(method: Any) -> bool:
+    """Whether ``method`` (a class's own attribute) is otelmw's wrapper of a chat method."""
     return isinstance(method, wrapt.FunctionWrapper) and \
         getattr(method, "_self_wrapper", None) in WRAPPERS.values()
 
