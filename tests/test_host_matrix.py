@@ -29,11 +29,12 @@ PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agen
             "praisonai": "praisonaiagents", "litellm": "litellm",
             "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
-            "google-genai": "google-genai"}
+            "google-genai": "google-genai", "llamaindex": "llama-index-core"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
-              "langgraph": {"langchain-openai", "langgraph"}}
+              "langgraph": {"langchain-openai", "langgraph"},
+              "llamaindex": {"llama-index-llms-openai"}}
 INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "anthropic": "otelmw.instrumentation.anthropic:AnthropicInstrumentor",
                  "hermes": "otelmw.instrumentation.hermes:HermesInstrumentor",
@@ -44,7 +45,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "pydantic-ai": "otelmw.instrumentation.pydantic_ai:PydanticAIInstrumentor",
                  "openai-agents":
                      "otelmw.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
-                 "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor"}
+                 "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor",
+                 "llamaindex": "otelmw.instrumentation.llamaindex:LlamaIndexInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:
