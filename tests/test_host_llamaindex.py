@@ -176,22 +176,26 @@ def test_a_function_agent_turn_runs_the_plugin_and_is_one_trace(
     assert all(p.stream is streaming for p in posts)
     assert RECEIVED == [{"tool": "get_weather", "args": {"city": "Paris, FR"}}]
     ids = model_call_ids(posts[1])
+    # llama-index-core 0.14.5 with llama-index-llms-openai 0.8.0 (llamaindex-oldest) acts
+    # on the first tool call of a non-streamed answer only, with or without otelmw
+    assert set(ids) == {"get_weather", "delete_file"} or (
+        not streaming and set(ids) == {"get_weather"}), ids
     sent = tool_results_sent(posts[1])
     assert "Paris, FR" in sent[ids["get_weather"]]
-    assert sent[ids["delete_file"]] == policy.BLOCK_MESSAGE
-    # the agent's own record of the calls: the blocked one as an error ToolOutput
     results = {e.tool_name: e.tool_output for e in events if isinstance(e, ToolCallResult)}
-    assert results["delete_file"].is_error and results["delete_file"].content == (
-        policy.BLOCK_MESSAGE)
     assert not results["get_weather"].is_error
-    # spans: invoke_agent over chat, the two tools, chat
+    if "delete_file" in ids:  # the agent's own record of the blocked call: an error
+        assert sent[ids["delete_file"]] == policy.BLOCK_MESSAGE
+        assert results["delete_file"].is_error
+        assert results["delete_file"].content == policy.BLOCK_MESSAGE
+    # spans: invoke_agent over chat, the tool calls, chat
     root, under = tree(tel)
     assert root.name == f"invoke_agent {AGENT}"
     assert root.attributes["gen_ai.agent.name"] == AGENT
     assert root.attributes["otelmw.runtime.id"] == "llamaindex"
     names = [s.name for s in under]
-    assert names[0] == names[-1] == CHAT and len(names) == 4
-    assert sorted(names[1:3]) == ["execute_tool delete_file", "execute_tool get_weather"]
+    assert names[0] == names[-1] == CHAT and len(names) == 2 + len(ids)
+    assert sorted(names[1:-1]) == sorted(f"execute_tool {tool}" for tool in ids)
     chats = tel.named("chat ")
     assert len(chats) == len(posts)
     for chat, post in zip(chats, posts, strict=True):
@@ -204,15 +208,16 @@ def test_a_function_agent_turn_runs_the_plugin_and_is_one_trace(
         assert rewrite.name == "llm_request weather_policy.cap_tokens"
         assert rewrite.attributes["otelmw.middleware.outcome"] == "rewritten"
     weather, = tel.named("execute_tool get_weather")
-    blocked, = tel.named("execute_tool delete_file")
     assert weather.attributes["gen_ai.tool.call.id"] == ids["get_weather"]
-    assert blocked.attributes["gen_ai.tool.call.id"] == ids["delete_file"]
     assert weather.attributes["otelmw.result.status"] == "ok"
-    assert blocked.attributes["otelmw.result.status"] == "blocked"
     assert sorted(s.name for s in children(tel, weather)) == [
         "tool_execution weather_policy.audit_tool", "tool_request weather_policy.canonical_city"]
-    assert [s.name for s in children(tel, blocked)] == [
-        "tool_request weather_policy.canonical_city"]
+    if "delete_file" in ids:
+        blocked, = tel.named("execute_tool delete_file")
+        assert blocked.attributes["gen_ai.tool.call.id"] == ids["delete_file"]
+        assert blocked.attributes["otelmw.result.status"] == "blocked"
+        assert [s.name for s in children(tel, blocked)] == [
+            "tool_request weather_policy.canonical_city"]
     assert get_pipeline().failures.total() == 0
 
 
