@@ -362,6 +362,72 @@ def test_a_react_agent_turn(server: ScriptedLLMServer, tel: SdkTelemetry, plugin
     assert "Paris, FR" in json.dumps(chat_posts(server)[1].body["messages"])
 
 
+# ------------------------------------------------------- rewrites and execution layers
+@pytest.fixture()
+def plugins(tmp_path: Path) -> Iterator[PluginManager]:
+    manager = PluginManager(home=tmp_path / "home")
+    yield manager
+    for name in list(manager.status):
+        manager.remove_plugin(name)
+
+
+def test_a_message_and_model_rewrite_reach_the_provider_and_leave_the_memory_alone(
+        server: ScriptedLLMServer, tel: SdkTelemetry, plugins: PluginManager) -> None:
+    def rewrite(**kw: Any) -> Any:
+        request = dict(kw["request"])
+        request["messages"] = [{"role": "system", "content": "answer in French"},
+                               *request["messages"][1:]]
+        request["model"] = "gpt-4o"
+        request["temperature"] = 0.7
+        return {"request": request}
+
+    plugins.add_plugin("style", lambda ctx: ctx.register_middleware("llm_request", rewrite))
+    server.push_text("oui")
+    agent = weather_agent(server, streaming=False, tools=())
+
+    async def main() -> Any:
+        from llama_index.core.workflow import Context
+
+        ctx = Context(agent)
+        answer = await agent.run("hello", ctx=ctx)
+        memory = await ctx.store.get("memory")
+        return answer, await memory.aget()
+
+    answer, history = asyncio.run(main())
+    assert str(answer) == "oui"
+    (post,) = chat_posts(server)
+    assert post.body["model"] == "gpt-4o" and post.body["temperature"] == 0.7
+    assert post.body["messages"] == [{"role": "system", "content": "answer in French"},
+                                     {"role": "user", "content": "hello"}]
+    assert [(m.role.value, m.content) for m in history] == [("user", "hello"),
+                                                             ("assistant", "oui")]
+    assert agent.llm.model == MODEL and agent.llm.temperature != 0.7  # the LLM untouched
+    (chat,) = tel.named("chat ")
+    assert chat.name == "chat gpt-4o"
+
+
+def test_an_execution_layer_may_answer_a_chat_response_but_nothing_else(
+        server: ScriptedLLMServer, tel: SdkTelemetry, plugins: PluginManager) -> None:
+    from llama_index.core.base.llms.types import ChatResponse
+
+    answers: list[Any] = [ChatResponse(message=ChatMessage(role="assistant", content="cached")),
+                          {"not": "a ChatResponse"}]
+
+    def cache(**kw: Any) -> Any:
+        return answers.pop(0)
+
+    plugins.add_plugin("cache", lambda ctx: ctx.register_middleware("llm_execution", cache))
+    model = llm(server)
+    before = get_pipeline().failures.counts[("instrumentation", "llamaindex", "chat")]
+    first = model.chat([ChatMessage(role="user", content="hi")])
+    assert first.message.content == "cached" and chat_posts(server) == []
+    server.push_text("from the model")
+    second = model.chat([ChatMessage(role="user", content="hi")])
+    assert second.message.content == "from the model" and len(chat_posts(server)) == 1
+    assert get_pipeline().failures.counts[("instrumentation", "llamaindex", "chat")] == (
+        before + 1)
+
+
 # --------------------------------------------------------- a program's own loop (sync)
 def test_the_sync_route_chat_with_tools_and_call_tool_with_selection(
         server: ScriptedLLMServer, tel: SdkTelemetry, plugin: None) -> None:

@@ -11,7 +11,10 @@ after (``BaseLLM.__pydantic_init_subclass__``: ``llm_class_defined``). A call in
 call otelmw already runs (``OpenAILike.chat`` → ``OpenAI.chat``) is that call.
 
 A stream's span ends when LlamaIndex is done with the stream; the provider request it
-makes on the first iteration enriches that span.
+makes on the first iteration enriches that span. An ``llm_execution`` layer that answers
+without ``next_call`` must answer what the method returns (a ``ChatResponse``, or a
+generator of them for a stream); anything else is counted and LlamaIndex gets the LLM's
+own answer (its call made once).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import wrapt
 
-from ...core import current_llm_call, get_pipeline, llm_call_current
+from ...core import HostOutcome, current_llm_call, get_pipeline, llm_call_current
 from .._base import server_of
 from .requests import RequestView, applied, request_view
 from .results import host_outcome, instrumentation_failed
@@ -104,13 +107,44 @@ def _prepared(llm: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         return None
 
 
+_RUN_HOST = object()  # the host's call has not run: run it now, without the pipeline
+
+
+def _is_response(value: Any) -> bool:
+    from llama_index.core.base.llms.types import ChatResponse
+
+    return isinstance(value, ChatResponse)
+
+
+def _is_stream(value: Any) -> bool:
+    return hasattr(type(value), "__next__")
+
+
+def _is_async_stream(value: Any) -> bool:
+    return hasattr(type(value), "__anext__")
+
+
+def _checked(answer: Any, out: HostOutcome, where: str, fits: Any) -> Any:
+    """What LlamaIndex gets for the pipeline's ``answer``: it, when it is what the
+    method returns; else (an ``llm_execution`` layer that answered something else
+    without ``next_call``: counted) the LLM's own answer, or ``_RUN_HOST``."""
+    if fits(answer):
+        return answer
+    instrumentation_failed(where, TypeError(
+        f"an llm_execution layer answered {type(answer).__name__}, not what LlamaIndex's "
+        f"{where} returns: LlamaIndex gets the LLM's own answer"))
+    if out.executed and out.error is None and fits(out.result):
+        return out.result
+    return _RUN_HOST
+
+
 def chat(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     found = _prepared(instance, args, kwargs, "chat")
     if found is None:
         return wrapped(*args, **kwargs)
     out = host_outcome()
     try:
-        return get_pipeline().run_llm(
+        answer = get_pipeline().run_llm(
             found.view.request,
             lambda payload: out.call(lambda p: found.host(wrapped, p), payload),
             **found.options)
@@ -118,6 +152,8 @@ def chat(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, A
         if out.recover(exc, "chat"):
             return wrapped(*args, **kwargs)
         return out.result
+    answer = _checked(answer, out, "chat", _is_response)
+    return wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
 async def achat(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -131,12 +167,14 @@ async def achat(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return await found.host(wrapped, payload)
 
     try:
-        return await get_pipeline().arun_llm(
+        answer = await get_pipeline().arun_llm(
             found.view.request, lambda payload: out.acall(host, payload), **found.options)
     except BaseException as exc:
         if out.recover(exc, "achat"):
             return await wrapped(*args, **kwargs)
         return out.result
+    answer = _checked(answer, out, "achat", _is_response)
+    return await wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
 class _CallStream:
@@ -195,12 +233,14 @@ def stream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return _CallStream(found.host(wrapped, payload), current_llm_call())
 
     try:
-        return get_pipeline().run_llm(found.view.request,
-                                      lambda payload: out.call(host, payload), **found.options)
+        answer = get_pipeline().run_llm(found.view.request,
+                                        lambda payload: out.call(host, payload), **found.options)
     except BaseException as exc:
         if out.recover(exc, "stream_chat"):
             return wrapped(*args, **kwargs)
         return out.result
+    answer = _checked(answer, out, "stream_chat", _is_stream)
+    return wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
 async def astream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -214,12 +254,14 @@ async def astream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return _AsyncCallStream(await found.host(wrapped, payload), current_llm_call())
 
     try:
-        return await get_pipeline().arun_llm(
+        answer = await get_pipeline().arun_llm(
             found.view.request, lambda payload: out.acall(host, payload), **found.options)
     except BaseException as exc:
         if out.recover(exc, "astream_chat"):
             return await wrapped(*args, **kwargs)
         return out.result
+    answer = _checked(answer, out, "astream_chat", _is_async_stream)
+    return await wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
 WRAPPERS = {"chat": chat, "achat": achat, "stream_chat": stream_chat,
