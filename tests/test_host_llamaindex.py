@@ -428,6 +428,41 @@ def test_an_execution_layer_may_answer_a_chat_response_but_nothing_else(
         before + 1)
 
 
+@pytest.mark.parametrize("layer", ["transform", "answer"])
+def test_a_tool_layer_s_answer_is_the_tool_output_the_agent_records(
+        server: ScriptedLLMServer, tel: SdkTelemetry, plugins: PluginManager,
+        layer: str) -> None:
+    def transform(**kw: Any) -> Any:
+        return f"transformed: {kw['result']}"
+
+    def answer(**kw: Any) -> Any:  # a tool_execution layer that never calls the tool
+        return "from the cache"
+
+    def register(ctx: Any) -> None:
+        if layer == "transform":
+            ctx.register_hook("transform_tool_result", transform)
+        else:
+            ctx.register_middleware("tool_execution", answer)
+
+    plugins.add_plugin("layer", register)
+    failures = get_pipeline().failures.total()
+    RECEIVED.clear()
+    server.push_tool_calls([("get_weather", {"city": "paris"})])
+    server.push_text("done")
+    _, events = run(weather_agent(server, streaming=False), "weather?")
+    (result,) = [e for e in events if isinstance(e, ToolCallResult)]
+    expected = ("transformed: sunny and 21C in paris" if layer == "transform"
+                else "from the cache")
+    assert result.tool_output.content == expected and not result.tool_output.is_error
+    assert tool_results_sent(chat_posts(server)[1]) == {result.tool_id: expected}
+    assert RECEIVED == ([{"tool": "get_weather", "args": {"city": "paris"}}]
+                        if layer == "transform" else [])
+    (span,) = tel.named("execute_tool get_weather")
+    assert span.attributes["otelmw.result.status"] == "ok"
+    assert get_pipeline().failures.total() == failures
+    RECEIVED.clear()
+
+
 # --------------------------------------------------------- a program's own loop (sync)
 def test_the_sync_route_chat_with_tools_and_call_tool_with_selection(
         server: ScriptedLLMServer, tel: SdkTelemetry, plugin: None) -> None:

@@ -92,8 +92,9 @@ def host_result(answer: Any, run: ToolRun, tool: Any, tool_input: Any) -> Any:
         if answer is norm.content or answer == norm.model_text():
             return output
         if _is_tool_output(output):
-            return output.model_copy(update={"blocks": ToolOutput(
-                tool_name=output.tool_name, content=text).blocks})
+            replaced = output.model_copy()  # the tool's own, with the hook's text
+            replaced.content = text
+            return replaced
     return ToolOutput(content=text, tool_name=tool.metadata.get_name(),
                       raw_input=tool_input if isinstance(tool_input, dict) else {},
                       raw_output=answer, is_error=norm is None or not norm.success)
