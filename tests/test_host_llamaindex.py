@@ -344,6 +344,30 @@ def test_an_agent_workflow_handoff_makes_each_agent_a_sub_agent(
     assert len(tel.named("chat ")) == len(posts) == 3
 
 
+def test_an_agent_run_from_a_tool_is_a_sub_agent_of_the_tool_call(
+        server: ScriptedLLMServer, tel: SdkTelemetry) -> None:
+    inner = weather_agent(server, streaming=False, tools=(get_weather,))
+
+    async def ask_weather_agent(question: str) -> str:
+        """Ask the weather agent."""
+        return str(await inner.run(question))
+
+    server.push_tool_calls([("ask_weather_agent", {"question": "paris?"})])  # outer
+    server.push_tool_calls([("get_weather", {"city": "paris"})])  # inner
+    server.push_text("sunny")  # inner
+    server.push_text("it is sunny")  # outer
+    outer = FunctionAgent(name="concierge", tools=[ask_weather_agent], llm=llm(server),
+                          streaming=False)
+    answer, _ = run(outer, "weather?")
+    assert answer == "it is sunny"
+    root, under = tree(tel)
+    assert root.name == "invoke_agent concierge"
+    assert [s.name for s in under] == [CHAT, "execute_tool ask_weather_agent", CHAT]
+    (sub,) = children(tel, under[1])
+    assert sub.name == f"invoke_agent {AGENT}"
+    assert [s.name for s in children(tel, sub)] == [CHAT, "execute_tool get_weather", CHAT]
+
+
 # ---------------------------------------------------------------------- ReActAgent
 def test_a_react_agent_turn(server: ScriptedLLMServer, tel: SdkTelemetry, plugin: None) -> None:
     server.push_text('Thought: I need the weather.\nAction: get_weather\n'

@@ -42,6 +42,13 @@ _selected: ContextVar[tuple[str, str] | None] = ContextVar("otelmw_llamaindex_to
 _in_flight: ContextVar[bool] = ContextVar("otelmw_llamaindex_tool_in_flight", default=False)
 
 
+def run_started() -> None:
+    """A workflow run starts in this context (a copy of its own): its tool calls are its
+    own, even when it runs inside another run's tool call (an agent called from a tool)."""
+    _in_flight.set(False)
+    _selected.set(None)
+
+
 def _note_selected(name: Any, call_id: Any) -> Any:
     if isinstance(name, str) and isinstance(call_id, str) and call_id:
         return _selected.set((name, call_id))

@@ -23,6 +23,7 @@ from typing import Any
 from ...core import Turn, get_pipeline
 from .handoffs import AgentRun, agent_run, is_multi_agent
 from .results import RUNTIME_ID, instrumentation_failed
+from .tools import run_started
 
 # The turn watchers of handlers without a result task of their own, while they run.
 _watchers: set[asyncio.Future[None]] = set()
@@ -92,6 +93,7 @@ def _run_as_turn(wrapped: Any, workflow: Any, args: tuple[Any, ...],
     turn = _open(workflow)
     agents = AgentRun() if turn is not None and is_multi_agent(workflow) else None
     agent_run.set(agents)  # this run's own (a run inside another's step: not the outer's)
+    run_started()
     try:
         handler = wrapped(*args, **kwargs)
     except BaseException as exc:
