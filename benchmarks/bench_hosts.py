@@ -32,6 +32,11 @@ once the tool's result comes back):
   answers the Gemini API) — peers the official
   ``opentelemetry-instrumentation-google-genai`` 1.3b0 (it declares google-genai < 3:
   installed with its check skipped) and OpenInference google-genai 1.4.14.
+* ``llamaindex``: ``await FunctionAgent.run`` with one tool, its model
+  ``llama-index-llms-openai``'s ``OpenAI`` (2 model calls, 1 tool call; openai 2.x, as
+  llama-index-llms-openai requires, under ``httpx.MockTransport``) — peers OpenInference
+  llama-index 4.6.1, OpenLLMetry llamaindex 0.62.4 (each started by the program: under
+  ``opentelemetry-instrument`` neither starts on this install, docs/telemetry.md).
 
 Each host is one small class below (``Host``): its turn, its peers, how each installs.
 
@@ -63,7 +68,8 @@ virtualenvs (``VENVS``: ``~/.cache/otelmw-bench/hosts`` and ``…/mcp1``) with o
 from this checkout (editable), the hosts at the pins of ``scripts/envs/current.txt``
 (``mcp1``: mcp 1.30.0, the ``mcp1`` matrix environment's pin), the shared libraries at
 the running environment's versions and the peers above (they install together: ``pip
-check`` is clean), and runs every contender with its python.
+check`` is clean; ``llamaindex``: the pins of ``scripts/envs/llamaindex.txt``), and runs
+every contender with its python.
 ``OTELMW_BENCH_HOST_PATH=<checkout>`` puts another checkout's otelmw first on the
 children's path (to measure a host adapter from its branch).
 
@@ -114,6 +120,10 @@ VENVS: dict[str, dict[str, str]] = {
     # MCP 1.x (the ``mcp1`` matrix environment's pin), where OpenLLMetry's mcp
     # instrumentation works (it cannot instrument 2.x)
     "mcp1": {"mcp": "1.30.0", "opentelemetry-instrumentation-mcp": "0.62.4"},
+    # LlamaIndex (the ``llamaindex`` matrix environment's pins: its OpenAI package takes
+    # openai 2.x, not current's 3.x) and its peers
+    "llamaindex": {"openinference-instrumentation-llama-index": "4.6.1",
+                   "opentelemetry-instrumentation-llamaindex": "0.62.4"},
 }
 # Benchmark 8 (bench_start.py): the hosts venv, plus the peers of the provider SDKs
 # (benchmark 1's three openai anchors, OpenLLMetry anthropic) and the distro whose
@@ -194,19 +204,22 @@ def _response(body: dict[str, Any], n: int) -> bytes:
                   "total_tokens": 49}}).encode()
 
 
-def _transport() -> Any:
-    import httpx2
+def _transport(http: Any = None) -> Any:
+    """The scripted model as a mock transport of ``http`` (httpx2 for openai 3, httpx for
+    openai 2)."""
+    if http is None:
+        import httpx2 as http
 
     count = [0]
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Any) -> Any:
         count[0] += 1
         body = json.loads(request.content)
         make = _response if request.url.path.endswith("/responses") else _chat_completion
-        return httpx2.Response(200, content=make(body, count[0]),
-                               headers={"content-type": "application/json"})
+        return http.Response(200, content=make(body, count[0]),
+                             headers={"content-type": "application/json"})
 
-    return httpx2.MockTransport(handler)
+    return http.MockTransport(handler)
 
 
 def _openai(asynchronous: bool = False) -> Any:
@@ -296,7 +309,7 @@ INSTRUMENTOR_CLASSES = {
     "langchain": "LangChainInstrumentor", "openai": "OpenAIInstrumentor",
     "litellm": "LiteLLMInstrumentor", "openai_agents": "OpenAIAgentsInstrumentor",
     "pydantic_ai": "PydanticAIInstrumentor", "mcp": "MCPInstrumentor",
-    "google_genai": "GoogleGenAIInstrumentor"}
+    "google_genai": "GoogleGenAIInstrumentor", "llamaindex": "LlamaIndexInstrumentor"}
 
 
 def _otelmw_instrumentor(name: str, side: str = "") -> Any:
@@ -728,8 +741,51 @@ class MCP1(MCP):
         return create_connected_server_and_client_session(server)
 
 
+class LlamaIndex(Host):
+    name, title = "llamaindex", "llama-index-core 0.14.25"
+    shape = ("`await FunctionAgent.run`, one tool (llama-index-llms-openai, chat "
+             "completions): 2 model calls, 1 tool call")
+    venv = "llamaindex"
+    otelmw = ("llamaindex", "openai")
+    peers = {"openinference": "OpenInference llama-index 4.6.1",
+             "openllmetry": "OpenLLMetry llamaindex 0.62.4"}
+    asynchronous = True
+
+    def install(self, contender: str, tp: Any) -> None:
+        if contender == "openinference":
+            from openinference.instrumentation.llama_index import (  # type: ignore
+                LlamaIndexInstrumentor,
+            )
+        else:
+            from opentelemetry.instrumentation.llamaindex import (  # type: ignore
+                LlamaIndexInstrumentor,
+            )
+        LlamaIndexInstrumentor().instrument(tracer_provider=tp)
+
+    @contextlib.asynccontextmanager
+    async def aturn(self) -> Any:
+        import httpx
+        from llama_index.core.agent.workflow import FunctionAgent
+        from llama_index.llms.openai import OpenAI
+
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return get_weather_text(city)
+
+        llm = OpenAI(model=MODEL, api_key="sk-bench", api_base="http://bench.invalid/v1",
+                     max_retries=0,
+                     async_http_client=httpx.AsyncClient(transport=_transport(httpx)))
+        agent = FunctionAgent(name="weather", tools=[get_weather], llm=llm, streaming=False,
+                              system_prompt="Answer briefly.")
+
+        async def turn() -> Any:
+            return str(await agent.run(QUESTION))
+
+        yield turn
+
+
 HOST_LIST: list[Host] = [LangChain(), LangGraph(), LiteLLM(), OpenAIAgents(), PydanticAI(),
-                         MCP(), MCP1(), GoogleGenAI()]
+                         MCP(), MCP1(), GoogleGenAI(), LlamaIndex()]
 HOSTS: dict[str, Host] = {h.name: h for h in HOST_LIST}
 CONTENDER = ""  # the contender of this child process (a host's turn may depend on it)
 
@@ -995,6 +1051,11 @@ def requirements(name: str) -> list[str]:
         for line in (ROOT / "scripts" / "envs" / "current.txt").read_text().splitlines():
             line = line.split("#", 1)[0].strip()
             if line and not line.startswith(("openai==", "anthropic==", "praisonaiagents==")):
+                wanted.append(line)
+    if name == "llamaindex":  # its matrix environment's pins (openai 2.x), not current's
+        for line in (ROOT / "scripts" / "envs" / "llamaindex.txt").read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line and not line.startswith("anthropic=="):
                 wanted.append(line)
     for shared in SHARED if name in HOST_PINNED else SHARED_MCP1:
         try:

@@ -30,11 +30,12 @@ PACKAGES = {"openai": "openai", "anthropic": "anthropic", "hermes": "hermes-agen
             "langchain": "langchain-core", "langgraph": "langchain-core",
             "mcp": "mcp", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
             "google-genai": "google-genai", "strands": "strands-agents",
-            "crewai": "crewai", "google-adk": "google-adk"}
+            "crewai": "crewai", "google-adk": "google-adk", "llamaindex": "llama-index-core"}
 # host -> packages pinned beside it in an environment that provides it (the parts of the
 # host a user installs with it)
 COMPANIONS = {"langchain": {"langchain", "langchain-openai", "langgraph"},
-              "langgraph": {"langchain-openai", "langgraph"}}
+              "langgraph": {"langchain-openai", "langgraph"},
+              "llamaindex": {"llama-index-llms-openai"}}
 INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "anthropic": "otelmw.instrumentation.anthropic:AnthropicInstrumentor",
                  "hermes": "otelmw.instrumentation.hermes:HermesInstrumentor",
@@ -48,7 +49,8 @@ INSTRUMENTORS = {"openai": "otelmw.instrumentation.openai:OpenAIInstrumentor",
                  "google-genai": "otelmw.instrumentation.google_genai:GoogleGenAIInstrumentor",
                  "strands": "otelmw.instrumentation.strands:StrandsInstrumentor",
                  "crewai": "otelmw.instrumentation.crewai:CrewAIInstrumentor",
-                 "google-adk": "otelmw.instrumentation.google_adk:GoogleADKInstrumentor"}
+                 "google-adk": "otelmw.instrumentation.google_adk:GoogleADKInstrumentor",
+                 "llamaindex": "otelmw.instrumentation.llamaindex:LlamaIndexInstrumentor"}
 
 
 def env_pins(path: Path) -> dict[str, Version]:

@@ -29,7 +29,10 @@ from the repositories either: the suite's CI reaches package registries only, an
 project commits no third-party code. The hook and middleware behaviour they cover is
 pinned by ``test_host_hermes_contract.py`` (Hermes with and without otelmw on the same
 turns: requests, answers, callback inputs, warnings) and ``test_host_praisonai.py``
-(``has_hooks`` answers what PraisonAI registered).
+(``has_hooks`` answers what PraisonAI registered). llama-index-core's sdist (0.14.25)
+ships no tests at all: ``test_host_llamaindex.py`` runs the same LlamaIndex turns with and
+without otelmw instead (what the provider received, the answers, the streamed events, and
+what LlamaIndex's own event and span handlers recorded).
 """
 
 from __future__ import annotations

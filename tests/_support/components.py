@@ -51,6 +51,7 @@ HOST_MODULES: dict[str, tuple[str, ...]] = {
     "strands": ("strands",),
     "crewai": ("crewai",),
     "google-adk": ("google.adk",),
+    "llamaindex": ("llama_index.core", "llama_index.llms.openai"),
 }
 
 

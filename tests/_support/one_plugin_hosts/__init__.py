@@ -3,7 +3,7 @@
 Each driver module (``openai_sdk``, ``anthropic_sdk``, ``hermes``, ``praisonai``,
 ``litellm_loop``, ``langchain_agent``, ``langgraph_graph``, ``pydantic_ai_agent``,
 ``openai_agents_runner``, ``mcp_tool_loop``, ``google_genai_afc``, ``strands_agent``,
-``crewai_agent``, ``google_adk_agent``:
+``crewai_agent``, ``google_adk_agent``, ``llamaindex_agent``:
 named after the host, not after its package, so that it can never shadow the package it
 imports) exposes one function,
 ``run_turn(server_url) -> dict``: one real tool-using turn of that host, written as the
@@ -55,6 +55,7 @@ DRIVERS = {
     "strands_agent": Driver(("strands", "openai"), "chat", host_steps=True),
     "crewai_agent": Driver(("crewai", "openai"), "chat"),
     "google_adk_agent": Driver(("google-adk",), "gemini", host_tracing=True),
+    "llamaindex_agent": Driver(("llamaindex",), "chat"),
 }
 
 PROMPT = "What is the weather in paris? Then delete /tmp/notes.txt."
