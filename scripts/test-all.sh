@@ -103,7 +103,10 @@ ensure_venv() {  # ensure_venv NAME FILE [KIND]: prints the venv directory, read
   else
     say "$kind $name: creating venv $dir (${project[*]:+otelmw[test] + }$(grep -v '^#' "$file" | xargs))"
     # Called in a condition, so `set -e` does not apply here: every step checks.
-    rm -rf .cache/venvs/"$name"-* || return 1  # this build's leftovers, superseded builds
+    # this build's leftovers, superseded builds: "$name-<hash>" only (not another env's
+    # whose name starts with this one's, "llamaindex-oldest" beside "llamaindex")
+    rm -rf .cache/venvs/"$name"-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] \
+      || return 1
     mkdir -p .cache/venvs || return 1
     "$PYTHON" -m venv "$dir" >&2 || return 1
     pip_install "$dir/bin/python" "${project[@]}" -r "$file" >&2 || return 1
