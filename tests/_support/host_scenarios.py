@@ -63,10 +63,13 @@ def run_ok(cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float = T
 
 
 def result_of(stdout: str, stderr: str = "") -> dict[str, Any]:
-    """A driver's report: the JSON of the last ``RESULT`` line of its ``stdout``."""
+    """A driver's report: the JSON of the last ``RESULT`` line of its ``stdout``. What
+    follows the JSON on that line is not the driver's: ``print`` writes the line's end
+    apart, and a host's own console thread (CrewAI's panels) can write in between."""
     lines = [x for x in stdout.splitlines() if x.startswith(RESULT_PREFIX)]
     assert lines, f"no {RESULT_PREFIX!r} line\n{stdout}\n{stderr}"
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
+    result: dict[str, Any]
+    result, _ = json.JSONDecoder().raw_decode(lines[-1].removeprefix(RESULT_PREFIX))
     return result
 
 
