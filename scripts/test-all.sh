@@ -116,6 +116,12 @@ ensure_venv() {  # ensure_venv NAME FILE [KIND]: prints the venv directory, read
 }
 
 export CI="${CI:-}"
+# Bytecode is written (Python's default), even where the caller's environment says not
+# to: the suite starts a few thousand interpreters (host turns, `otelmw run`, pytest
+# itself and the hosts' own suites), and each would otherwise compile otelmw, the test
+# support code and pytest's assertion rewrites of every test module anew (measured:
+# 0.1 s an interpreter, 5 s of collection a pytest process). __pycache__ is git-ignored.
+unset PYTHONDONTWRITEBYTECODE
 # Run order: first the environments that run no stack test, then the others (those
 # limited to hosts that a stack test is marked for, then those that run the whole
 # suite): on a cold machine the stack's Go build (minutes) overlaps the first ones'
@@ -222,6 +228,18 @@ component_ready() {  # component_ready NAME: waits for its build, exports its in
   component_pid[$name]=""
 }
 
+children_cpu() {  # sets `cpu_now`: whole CPU seconds (user + system) of this shell's
+  # waited-for children (`times` in this shell itself: a subshell's children are its own)
+  local user sys value
+  times >.cache/times.txt
+  read -r user sys < <(tail -n1 .cache/times.txt)  # e.g. "12m3.456s 0m40.100s"
+  cpu_now=0
+  for value in "$user" "$sys"; do
+    value="${value%%.*}"; value="${value%s}"  # "12m3"
+    cpu_now=$((cpu_now + 10#${value%%m*} * 60 + 10#${value#*m}))
+  done
+}
+
 # The environments' venvs are built one ahead: the next one's install runs in the
 # background while this one's pytest runs (a cached venv is a no-op).
 declare -A venv_pid=()
@@ -279,12 +297,16 @@ for file in "${selected[@]}"; do
   if needs_stack "$file"; then stack_ready; fi
   say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
   set +e
+  # CPU time (user + system, the run's processes and their children) beside the wall
+  # time: their ratio says how much of the two cores an environment's run keeps busy
+  children_cpu; cpu_before=$cpu_now
   PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
     OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
     "$venv/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} "$@"
   rc=$?
   set -e
-  took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"
+  children_cpu; cpu=$((cpu_now - cpu_before))
+  took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, CPU $((cpu / 60))m$((cpu % 60))s"
   case "$rc" in
     0) summary+=("$name: passed ($took)"); ran_tests=1 ;;
     5) summary+=("$name: no tests selected ($took)") ;;  # e.g. a path of another env
