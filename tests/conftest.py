@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from _support import telemetry_snapshot
+from _support import scheduling, telemetry_snapshot
 from _support.components import HOST_MODULES, env_hosts, require_host
 from _support.otlp_receiver import OtlpReceiver
 from _support.telemetry import TelemetryHarness
@@ -47,6 +48,18 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("LINES", None)
     if os.environ.get(telemetry_snapshot.ENV):
         telemetry_snapshot.install(config)
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        config.pluginmanager.register(
+            scheduling.Recorder(scheduling.durations_file(config.rootpath)), "otelmw-durations")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (scripts/test-all.sh), longest first and with the independent
+    modules spread (tests/_support/scheduling.py); any other mode is xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return scheduling.make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
