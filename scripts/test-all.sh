@@ -156,14 +156,41 @@ if ((${#selected[@]} == 0)); then
   exit 1
 fi
 
-summary=()
-failed=0
-ran_tests=0
+# ------------------------------------------------------------------------ lanes
+# The environments run in OTELMW_TEST_LANES lanes at once (default 2): lane 1 takes
+# those that run stack tests (`current` first, then the "only" ones a stack test is
+# marked for), which wait for the stack's build; lane 2 the others, which start at once. Within a
+# lane they run one after another. Why two at once on two cores: an environment keeps
+# the cores busy about two thirds of its wall time (its tests wait on child processes,
+# servers and the stack's decision timers; each environment's CPU time is printed beside
+# its wall time), and the two lanes fill each other's waits. Each environment's output
+# is kept in .cache/logs/<env>.log and printed whole when it ends; OTELMW_TEST_LANES=1
+# runs them one at a time, their output live.
+lanes="${OTELMW_TEST_LANES:-2}"
+[[ "$lanes" =~ ^[12]$ ]] || { say "OTELMW_TEST_LANES must be 1 or 2, not '$lanes'"; exit 2; }
+lane_files=()  # lane_files[K]: the space-separated env files of lane K (1-based)
+if ((lanes == 1)); then
+  lane_files[1]="${selected[*]}"
+else
+  # lane 1: the whole suite's environments first (the longest), then the "only" ones
+  lane_files[1]="${whole[*]+${whole[*]}} ${later[*]+${later[*]}}"
+  lane_files[2]=""
+  for file in "${selected[@]}"; do
+    needs_stack "$file" || lane_files[2]+="$file "
+  done
+  [ -n "${lane_files[1]// /}" ] || { lane_files[1]="${lane_files[2]}"; lane_files[2]=""; }
+fi
+mkdir -p .cache/logs .cache/venvs .cache/stack
+results=".cache/logs/results.txt"  # one line per environment and failed build
+: >"$results"
+record() { printf '%s\n' "$*" >>"$results"; }  # short appends: atomic between lanes
 
 # ------------------------------------------------------------------- components
 # Built in the background from here (a pip install of minutes, beside the
 # environments' own), waited for just before the first environment using one runs pytest.
-declare -A component_pid=() component_users=()
+# A lane is a subshell, which cannot `wait` for the main shell's jobs: each build leaves
+# its exit status in a file, which the lanes poll for.
+declare -A component_users=()
 selected_names=" $(for file in "${selected[@]}"; do basename "$file" .txt; done | xargs) "
 for file in scripts/components/*.txt; do
   [ -e "$file" ] || continue
@@ -172,10 +199,11 @@ for file in scripts/components/*.txt; do
   wanted=0
   for user in $users; do [[ "$selected_names" == *" $user "* ]] && wanted=1; done
   ((wanted)) || continue
-  mkdir -p .cache/venvs
-  ensure_venv "$name" "$file" component \
-    >".cache/venvs/$name.dir" 2>".cache/venvs/$name.build.log" &
-  component_pid[$name]=$!
+  rm -f ".cache/venvs/$name.rc"
+  { rc=0
+    ensure_venv "$name" "$file" component \
+      >".cache/venvs/$name.dir" 2>".cache/venvs/$name.build.log" || rc=$?
+    echo "$rc" >".cache/venvs/$name.rc"; } &
   component_users[$name]="$users"
   say "component $name: preparing in the background (log: .cache/venvs/$name.build.log)"
 done
@@ -183,70 +211,63 @@ done
 # The stack's Go binaries (collector/build.sh: our collector distribution from
 # collector/builder-config.yaml, and Jaeger from collector/jaeger/go.mod), cached under
 # .cache/stack with Go's caches under .cache/go: built in the background from here (cold:
-# minutes, see README), a no-op when cached; waited for before the first pytest run and
-# exported as OTELMW_OTELCOL_BIN / OTELMW_JAEGER_BIN. Its progress lines start "stack:".
-stack_pid=""
+# minutes, see README), a no-op when cached; waited for before the first pytest run that
+# has stack tests and exported as OTELMW_OTELCOL_BIN / OTELMW_JAEGER_BIN. Its progress
+# lines start "stack:".
+have_stack=0
+rm -f .cache/stack/build.rc
 if command -v go >/dev/null 2>&1; then
-  mkdir -p .cache/stack
-  collector/build.sh >.cache/stack/build.env &
-  stack_pid=$!
+  have_stack=1
+  { rc=0; collector/build.sh >.cache/stack/build.env || rc=$?
+    echo "$rc" >.cache/stack/build.rc; } &
 else
   say "warning: no 'go' on PATH: the collector and Jaeger cannot be built; the stack" \
       "tests skip (fail under CI=true)"
 fi
 
-stack_ready() {  # waits for the stack build (once), exports the binaries' paths
+await_rc() {  # await_rc FILE: waits for a background build's status file, prints it
+  while [ ! -s "$1" ]; do sleep 1; done
+  cat "$1"
+}
+
+stack_ready() {  # waits for the stack build (once per lane), exports the binaries' paths
   local waited=$SECONDS var value
-  [ -n "$stack_pid" ] || return 0
-  if wait "$stack_pid"; then
+  ((have_stack)) || return 0
+  have_stack=0
+  if [ "$(await_rc .cache/stack/build.rc)" = 0 ]; then
     while IFS='=' read -r var value; do
       export "$var=$value"
       say "stack: ready (waited $((SECONDS - waited))s): $var=$value"
     done <.cache/stack/build.env
   else
     say "stack: FAILED to build the collector or Jaeger (logs: .cache/stack/*.log)"
-    summary+=("stack: build failed")
-    failed=1
+    record "stack: build FAILED"
   fi
-  stack_pid=""
 }
 
+declare -A component_done=()
 component_ready() {  # component_ready NAME: waits for its build, exports its interpreter
   local name="$1" var waited=$SECONDS
-  [ -n "${component_pid[$name]}" ] || return 0  # waited for already
+  [ -z "${component_done[$name]:-}" ] || return 0  # waited for already
+  component_done[$name]=1
   var="OTELMW_$(printf '%s' "$name" | tr '[:lower:]-' '[:upper:]_')_PYTHON"
-  if wait "${component_pid[$name]}"; then
+  if [ "$(await_rc ".cache/venvs/$name.rc")" = 0 ]; then
     grep '^test-all: ' ".cache/venvs/$name.build.log" >&2 || true  # cached, or built
     export "$var=$PWD/$(cat ".cache/venvs/$name.dir")/bin/python"
     say "component $name: ready (waited $((SECONDS - waited))s): $var=${!var}"
   else
     tail -n 30 ".cache/venvs/$name.build.log" >&2
     say "component $name: FAILED to install (log: .cache/venvs/$name.build.log)"
-    summary+=("component $name: install failed")
-    failed=1
+    record "component $name: install FAILED"
   fi
-  component_pid[$name]=""
 }
 
-children_cpu() {  # sets `cpu_now`: whole CPU seconds (user + system) of this shell's
-  # waited-for children (`times` in this shell itself: a subshell's children are its own)
-  local user sys value
-  times >.cache/times.txt
-  read -r user sys < <(tail -n1 .cache/times.txt)  # e.g. "12m3.456s 0m40.100s"
-  cpu_now=0
-  for value in "$user" "$sys"; do
-    value="${value%%.*}"; value="${value%s}"  # "12m3"
-    cpu_now=$((cpu_now + 10#${value%%m*} * 60 + 10#${value#*m}))
-  done
-}
-
-# The environments' venvs are built one ahead: the next one's install runs in the
-# background while this one's pytest runs (a cached venv is a no-op).
+# Within a lane the environments' venvs are built one ahead: the next one's install runs
+# in the background while this one's pytest runs (a cached venv is a no-op).
 declare -A venv_pid=()
 venv_build() {  # venv_build FILE: starts building its venv in the background
   local name
   name="$(basename "$1" .txt)"
-  mkdir -p .cache/venvs
   ensure_venv "$name" "$1" >".cache/venvs/$name.dir" 2>".cache/venvs/$name.build.log" &
   venv_pid[$name]=$!
 }
@@ -267,62 +288,110 @@ venv_ready() {  # venv_ready NAME: waits for its build, sets `venv` to its direc
 # pytest-xdist's workers (OTELMW_TEST_WORKERS, default: one per CPU; 0 runs in one
 # process): most tests wait on servers and child processes, so two workers use the
 # two cores the suite's budget is set for. Tests are handed out a module at a time
-# (--dist loadfile), so a module's fixtures (a server, an installed plugin) start once.
+# (--dist loadfile, refined by tests/_support/scheduling.py: the longest first, the
+# modules whose tests share no fixture a test at a time), so a module's fixtures (a
+# server, an installed plugin) start once.
 workers="${OTELMW_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
 xdist=()
 if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 
-((${#selected[@]})) && venv_build "${selected[0]}"
-i=0
-for file in "${selected[@]}"; do
-  i=$((i + 1))
-  name="$(basename "$file" .txt)"
-  start=$SECONDS
-  say "=== [$i/${#selected[@]}] env $name: preparing"
-  venv_ready "$name" || true
-  if ((i < ${#selected[@]})); then venv_build "${selected[$i]}"; fi
-  if [ -z "$venv" ]; then
-    say "=== env $name: FAILED to install (see above)"
-    summary+=("$name: install failed")
-    failed=1
-    continue
-  fi
-  for component in "${!component_users[@]}"; do
-    if [[ "${component_users[$component]}" == *" $name "* ]]; then
-      component_ready "$component"
-    fi
+children_cpu() {  # sets `cpu_now`: whole CPU seconds (user + system) of this shell's
+  # waited-for children (`times` in this shell itself: a subshell's children are its own)
+  local user sys value file=".cache/logs/times.$BASHPID"
+  times >"$file"
+  read -r user sys < <(tail -n1 "$file")  # e.g. "12m3.456s 0m40.100s"
+  rm -f "$file"
+  cpu_now=0
+  for value in "$user" "$sys"; do
+    value="${value%%.*}"; value="${value%s}"  # "12m3"
+    cpu_now=$((cpu_now + 10#${value%%m*} * 60 + 10#${value#*m}))
   done
-  hosts="$(env_field "$file" hosts)"
-  only="$(env_field "$file" only)"
-  if needs_stack "$file"; then stack_ready; fi
-  say "=== [$i/${#selected[@]}] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
-  set +e
-  # CPU time (user + system, the run's processes and their children) beside the wall
-  # time: their ratio says how much of the two cores an environment's run keeps busy
-  children_cpu; cpu_before=$cpu_now
-  PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
-    OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
-    "$venv/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} "$@"
-  rc=$?
-  set -e
-  children_cpu; cpu=$((cpu_now - cpu_before))
-  took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, CPU $((cpu / 60))m$((cpu % 60))s"
-  case "$rc" in
-    0) summary+=("$name: passed ($took)"); ran_tests=1 ;;
-    5) summary+=("$name: no tests selected ($took)") ;;  # e.g. a path of another env
-    *) summary+=("$name: FAILED, pytest exit $rc ($took)"); failed=1 ;;
-  esac
-  say "=== [$i/${#selected[@]}] env $name: ${summary[-1]#"$name: "}"
-done
+}
 
-for component in "${!component_pid[@]}"; do  # its environments never got to pytest
-  component_ready "$component"
+run_lane() {  # run_lane K FILE...: lane K's environments, one after another
+  local lane="$1" file name start rc took cpu cpu_before hosts only component log result
+  local i=0
+  shift
+  (($#)) || return 0
+  venv_build "$1"
+  for file in "$@"; do
+    i=$((i + 1))
+    name="$(basename "$file" .txt)"
+    start=$SECONDS
+    say "=== lane $lane [$i/$#] env $name: preparing"
+    venv_ready "$name" || true
+    if ((i < $#)); then venv_build "${@:i+1:1}"; fi
+    if [ -z "$venv" ]; then
+      say "=== lane $lane env $name: FAILED to install (see above)"
+      record "$name: install FAILED"
+      continue
+    fi
+    for component in "${!component_users[@]}"; do
+      if [[ "${component_users[$component]}" == *" $name "* ]]; then
+        component_ready "$component"
+      fi
+    done
+    hosts="$(env_field "$file" hosts)"
+    only="$(env_field "$file" only)"
+    if needs_stack "$file"; then stack_ready; fi
+    log=".cache/logs/$name.log"
+    say "=== lane $lane [$i/$#] env $name: pytest (hosts: $hosts${only:+; only tests of: $only})"
+    set +e
+    # CPU time (user + system, the run's processes and their children) beside the wall
+    # time: their ratio says how much of the two cores an environment's run keeps busy
+    children_cpu; cpu_before=$cpu_now
+    if ((lanes == 1)); then
+      PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
+        OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
+        "$venv/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} "${pytest_args[@]}"
+    else
+      PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv" \
+        OTELMW_TEST_ENV="$name" OTELMW_TEST_HOSTS="$hosts" OTELMW_TEST_ONLY="$only" \
+        "$venv/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} "${pytest_args[@]}" \
+        >"$log" 2>&1 </dev/null
+    fi
+    rc=$?
+    children_cpu; cpu=$((cpu_now - cpu_before))
+    set -e
+    took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, CPU $((cpu / 60))m$((cpu % 60))s"
+    case "$rc" in
+      0) result="passed ($took)" ;;
+      5) result="no tests selected ($took)" ;;  # e.g. a path of another env
+      *) result="FAILED, pytest exit $rc ($took)" ;;
+    esac
+    if ((lanes > 1)); then  # the whole log at once: the other lane's never cuts into it
+      { flock 9
+        say "=== lane $lane env $name: its pytest output (.cache/logs/$name.log):"
+        cat "$log"
+        say "=== lane $lane env $name: $result"
+      } 9>.cache/logs/print.lock
+    else
+      say "=== lane $lane env $name: $result"
+    fi
+    record "$name: $result"
+  done
+}
+
+pytest_args=("$@")
+lane_pids=()
+for ((lane = 1; lane <= lanes; lane++)); do
+  # shellcheck disable=SC2086  # env file paths have no spaces (scripts/envs/NAME.txt)
+  run_lane "$lane" ${lane_files[$lane]} &
+  lane_pids+=($!)
 done
-stack_ready
+for pid in "${lane_pids[@]}"; do wait "$pid" || record "a lane: ended with an error (FAILED)"; done
+for component in "${!component_users[@]}"; do  # its environments never got to pytest
+  [ "$(await_rc ".cache/venvs/$component.rc")" = 0 ] \
+    || grep -q "^component $component:" "$results" \
+    || record "component $component: install FAILED"
+done
+if ((have_stack)) && [ "$(await_rc .cache/stack/build.rc)" != 0 ]; then
+  grep -q '^stack:' "$results" || record "stack: build FAILED"
+fi
 say "summary:"
-for line in "${summary[@]}"; do say "    $line"; done
-if ((failed)); then exit 1; fi
-if ((ran_tests == 0)); then
+while read -r line; do say "    $line"; done <"$results"
+if grep -q 'FAILED' "$results"; then exit 1; fi
+if ! grep -q ': passed' "$results"; then
   say "no tests were collected in any environment"
   exit 1
 fi
