@@ -9,7 +9,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -23,6 +23,7 @@ from ..core import (
     enrich_llm_call,
     get_pipeline,
     install_observer,
+    llm_call_current,
 )
 
 logger = logging.getLogger("otelmw")
@@ -62,6 +63,52 @@ def prepared_wrapper(prepared: Callable[[tuple[Any, ...], dict[str, Any]], Any],
         return await arun(wrapped, args, kwargs, found)
 
     return atraced if is_async else traced
+
+
+class CallStream:
+    """A host's response iterator, stepped with its LLM call current, so that the
+    provider SDK request it makes on its first step enriches the call's span instead of
+    opening a second one (``AsyncCallStream``: the same for an async iterator)."""
+
+    __slots__ = ("_call", "_inner")
+
+    def __init__(self, inner: Any, call: Any) -> None:
+        self._inner, self._call = inner, call
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        with llm_call_current(self._call):
+            return next(self._inner)
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            with llm_call_current(self._call):
+                close()
+
+
+class AsyncCallStream:
+    """``CallStream`` of an async iterator (``aclose`` too, when it has one)."""
+
+    __slots__ = ("_call", "_inner")
+
+    def __init__(self, inner: Any, call: Any) -> None:
+        self._inner, self._call = inner, call
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        with llm_call_current(self._call):
+            return await self._inner.__anext__()
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            with llm_call_current(self._call):
+                await close()
 
 
 def ensure_observer() -> None:

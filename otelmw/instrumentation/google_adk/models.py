@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ...core import current_llm_call, get_pipeline, llm_call_current
-from .._base import Wrapper, server_of
+from ...core import current_llm_call, get_pipeline
+from .._base import AsyncCallStream, Wrapper, server_of
 from .fail_open import instrumentation_failed
 
 API_MODE = "generate_content"  # the request and response shapes: Gemini's
@@ -100,27 +100,6 @@ class ModelRequest:
                              else types.GenerateContentConfig.model_validate(config))
 
 
-class _CallStream:
-    """The model's response stream, pulled with the call current, so the provider SDK
-    request it makes enriches the call's span rather than opening a second one."""
-
-    __slots__ = ("_call", "_inner")
-
-    def __init__(self, inner: Any, call: Any) -> None:
-        self._inner, self._call = inner, call
-
-    def __aiter__(self) -> _CallStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        with llm_call_current(self._call):
-            return await self._inner.__anext__()
-
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            with llm_call_current(self._call):
-                await close()
 
 
 def run_and_handle_error() -> Wrapper:
@@ -159,7 +138,7 @@ async def _observed(stream: Any, llm_request: Any) -> AsyncIterator[Any]:
             nonlocal started
             started = True
             call.apply(request)
-            return _CallStream(stream, current_llm_call())
+            return AsyncCallStream(stream, current_llm_call())
 
         try:
             result = await get_pipeline().arun_llm(

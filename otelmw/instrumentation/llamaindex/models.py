@@ -19,13 +19,12 @@ own answer (its call made once).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import wrapt
 
-from ...core import HostOutcome, current_llm_call, get_pipeline, llm_call_current
-from .._base import server_of
+from ...core import HostOutcome, current_llm_call, get_pipeline
+from .._base import AsyncCallStream, CallStream, server_of
 from .requests import RequestView, applied, request_view
 from .results import host_outcome, instrumentation_failed
 
@@ -177,49 +176,8 @@ async def achat(wrapped: Any, instance: Any, args: tuple[Any, ...],
     return await wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
-class _CallStream:
-    """The LLM's response generator, iterated with its call current (the provider
-    request it makes on the first step enriches the call's span, not a second one)."""
-
-    __slots__ = ("_call", "_inner")
-
-    def __init__(self, inner: Any, call: Any) -> None:
-        self._inner, self._call = inner, call
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        with llm_call_current(self._call):
-            return next(self._inner)
-
-    def close(self) -> None:
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            with llm_call_current(self._call):
-                close()
 
 
-class _AsyncCallStream:
-    """``_CallStream`` of an async response generator."""
-
-    __slots__ = ("_call", "_inner")
-
-    def __init__(self, inner: Any, call: Any) -> None:
-        self._inner, self._call = inner, call
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self
-
-    async def __anext__(self) -> Any:
-        with llm_call_current(self._call):
-            return await self._inner.__anext__()
-
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            with llm_call_current(self._call):
-                await close()
 
 
 def stream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -230,7 +188,7 @@ def stream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
     out = host_outcome()
 
     def host(payload: Any) -> Any:
-        return _CallStream(found.host(wrapped, payload), current_llm_call())
+        return CallStream(found.host(wrapped, payload), current_llm_call())
 
     try:
         answer = get_pipeline().run_llm(found.view.request,
@@ -251,7 +209,7 @@ async def astream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
     out = host_outcome()
 
     async def host(payload: Any) -> Any:
-        return _AsyncCallStream(await found.host(wrapped, payload), current_llm_call())
+        return AsyncCallStream(await found.host(wrapped, payload), current_llm_call())
 
     try:
         answer = await get_pipeline().arun_llm(

@@ -20,8 +20,8 @@ import copy
 import dataclasses
 from typing import Any
 
-from ...core import current_llm_call, get_pipeline, llm_call_current
-from .._base import Wrapper, server_of
+from ...core import current_llm_call, get_pipeline
+from .._base import AsyncCallStream, Wrapper, server_of
 from .runs import instrumentation_failed
 
 _PARAMS = ("system_instructions", "input", "model_settings", "tools", "output_schema",
@@ -129,27 +129,6 @@ def get_response(api_mode: str) -> Wrapper:
     return traced
 
 
-class _CallStream:
-    """The host's event stream, consumed with its call current (the openai SDK request
-    it makes on first iteration enriches the call's span, not a second one)."""
-
-    __slots__ = ("_call", "_inner")
-
-    def __init__(self, inner: Any, call: Any) -> None:
-        self._inner, self._call = inner, call
-
-    def __aiter__(self) -> _CallStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        with llm_call_current(self._call):
-            return await self._inner.__anext__()
-
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            with llm_call_current(self._call):
-                await close()
 
 
 def stream_response(api_mode: str) -> Wrapper:
@@ -178,7 +157,7 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
         started[0] = True
         inner = (wrapped(*args, **kwargs) if request is model_call.request
                  else model_call.host_call(wrapped, request))
-        return _CallStream(inner, current_llm_call())
+        return AsyncCallStream(inner, current_llm_call())
 
     try:
         stream = await get_pipeline().arun_llm(model_call.request, execute, **options)
