@@ -6,7 +6,9 @@ otelmw's failure counts. A real Strands ``Agent`` talks through its ``OpenAIMode
 (the real openai SDK) to the scripted LLM server named by ``OPENAI_BASE_URL``;
 telemetry goes through ``otelmw.telemetry.configure()`` to
 ``OTEL_EXPORTER_OTLP_ENDPOINT``. With ``"otelmw": false`` nothing of otelmw is set up,
-and no tracer provider either (the same run without otelmw).
+and no tracer provider either (the same run without otelmw); with ``"tracing": true``
+too, the OpenTelemetry SDK's own tracer provider exports Strands' spans there (Strands'
+tracing without otelmw).
 """
 
 from __future__ import annotations
@@ -144,8 +146,22 @@ async def streamed(agent: Any, prompt: str) -> str:
     return final
 
 
+def plain_tracing() -> Any:
+    """The SDK's tracer provider exporting to the OTLP endpoint, otelmw nowhere."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
 def main() -> None:
     telemetry = None
+    provider = plain_tracing() if SPEC.get("tracing") and not SPEC.get("otelmw", True) else None
     if SPEC.get("otelmw", True):
         import otelmw
         from otelmw.instrumentation.strands import StrandsInstrumentor
@@ -173,6 +189,8 @@ def main() -> None:
         answer = str(asyncio.run(agent.invoke_async(prompt)))
     else:
         answer = asyncio.run(streamed(agent, prompt))
+    if provider is not None:
+        provider.shutdown()  # exported before the result says the run is over
     print_result({"answer": answer.strip(), "tool_calls": TOOL_CALLS, "hooks": HOOK_SAW,
                   "middleware": MIDDLEWARE_SAW, "wrapped": WRAPPED,
                   "streamed": STREAMED}, telemetry)
