@@ -32,7 +32,7 @@ from _support.semconv_schemas import MESSAGE_KEYS, validate
 pytestmark = pytest.mark.host("strands", "openai")
 
 SCRIPTS = Path(__file__).resolve().parent / "strands_scripts"
-INTERNAL = 1
+INTERNAL, CLIENT = 1, 3
 ERROR = 2
 MODES = ["call", "invoke_async", "stream_async"]
 AGENT_SPAN = "invoke_agent Weather"
@@ -193,6 +193,47 @@ def test_strands_own_chat_attributes_are_as_without_otelmw(conventions: str,
             assert under.attributes["gen_ai.provider.name"] == "openai"
         else:  # otelmw's capture adds what Strands does not record
             assert "gen_ai.tool.definitions" in added
+
+
+def test_a_failed_model_request_is_strands_failed_chat_span_with_otelmw_s_error_type(
+        tmp_path: Path) -> None:
+    """The provider answers 400: Strands raises, as without otelmw; its one chat span
+    ends failed with Strands' own status and exception event, otelmw's ``error.type``
+    beside them."""
+    runs = []
+    for on in (False, True):
+        with ScriptedLLMServer.calling_tools("Paris", ("get_weather",)) as srv, \
+                OtlpReceiver() as rx:
+            srv.push_error(400, "scripted refusal")
+            cwd = tmp_path / ("with" if on else "without")
+            cwd.mkdir()
+            out = drive({"otelmw": on, "tracing": True}, srv, rx, cwd)
+            runs.append((out, [s for s in rx.spans() if s.name.startswith("chat")]))
+    (plain, (alone,)), (observed, (under,)) = runs
+    assert observed["answer"] == plain["answer"] == "raised BadRequestError"
+    assert under.name == CHAT_SPAN and under.kind == INTERNAL
+    assert (under.status_code, under.status_message) == (alone.status_code,
+                                                         alone.status_message)
+    assert under.status_code == ERROR and "scripted refusal" in under.status_message
+    assert [e.name for e in under.events] == [e.name for e in alone.events]
+    assert under.attributes["error.type"] == "openai.BadRequestError"
+    assert "error.type" not in alone.attributes
+    assert under.attributes["gen_ai.provider.name"] == "openai"
+
+
+def test_a_model_called_outside_an_agent_is_otelmw_s_own_chat_span(
+        server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """``OpenAIModel.stream`` called directly: no span of Strands' is current, so the
+    call has otelmw's own ``chat {model}`` CLIENT span (no host span to record it on)."""
+    with OtlpReceiver() as rx:
+        out = drive({"mode": "model"}, server, rx, tmp_path)
+        spans = rx.spans()
+    assert out["answer"] == "ok" and out["failures"] == {}  # (no tools offered)
+    (post,) = chat_posts(server)
+    (chat,) = [s for s in spans if s.name.startswith("chat")]
+    assert chat.name == "chat scripted-model" and chat.kind == CLIENT
+    assert chat.parent_span_id is None and "gen_ai.system" not in chat.attributes
+    assert chat.attributes["gen_ai.response.id"] == post.response_id
 
 
 def test_the_plugin_changes_what_the_model_and_the_tool_receive(

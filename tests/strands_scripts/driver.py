@@ -138,6 +138,17 @@ def build_agent() -> Any:
     return agent
 
 
+async def model_only(model: Any, prompt: str) -> str:
+    """The model's own stream, outside an agent's event loop (no Strands span over it):
+    the text of its answer, and the names of the tools it calls."""
+    said = []
+    async for event in model.stream([{"role": "user", "content": [{"text": prompt}]}]):
+        delta = (event.get("contentBlockDelta") or {}).get("delta") or {}
+        start = ((event.get("contentBlockStart") or {}).get("start") or {}).get("toolUse")
+        said.append(delta.get("text") or (start or {}).get("name") or "")
+    return "".join(said)
+
+
 async def streamed(agent: Any, prompt: str) -> str:
     final = ""
     async for event in agent.stream_async(prompt):
@@ -183,8 +194,13 @@ def main() -> None:
     mode = SPEC.get("mode", "call")
     if mode == "direct":  # the user calls the tool; no model, no turn
         answer = json.dumps(agent.tool.get_weather(city="Paris")["content"])
+    elif mode == "model":
+        answer = asyncio.run(model_only(agent.model, prompt))
     elif mode == "call":
-        answer = str(agent(prompt))
+        try:
+            answer = str(agent(prompt))
+        except Exception as exc:  # the provider's error (a scenario of a failing model)
+            answer = f"raised {type(exc).__name__}"
     elif mode == "invoke_async":
         answer = str(asyncio.run(agent.invoke_async(prompt)))
     else:
