@@ -95,8 +95,9 @@ class ModelCallSpans:
         """The call's span is the host's own, current here (Strands' ``chat`` span): the
         call is recorded on it as ``start`` would record it on a span of otelmw's
         (through ``HostSpan``: the host's own attributes, name, kind and end stay its
-        own); no span is current but that one, so the call's layers are its children.
-        A current span that does not record: a span of otelmw's own, as ``start``."""
+        own); the host's span stays the current one, so the call's layers are its
+        children. A current span that does not record: a span of otelmw's own, as
+        ``start``."""
         current = get_current_span()
         if not current.is_recording():
             return self.start(call, request)
