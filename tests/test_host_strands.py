@@ -7,8 +7,8 @@ answer with its result); telemetry goes through the stock OTLP exporters to a re
 ``OtlpReceiver``. The same run without otelmw is the reference for "Strands behaves as
 without otelmw". Strands' own tracer records under otelmw (otelmw sets the tracer
 provider): these tests hold otelmw to its rule about Strands' spans (one
-``invoke_agent``, one ``execute_tool`` per tool call, docs/telemetry.md). Marked
-``host("strands", "openai")``.
+``invoke_agent``, one ``chat`` per provider request, one ``execute_tool`` per tool call:
+otelmw records on Strands' own, docs/telemetry.md). Marked ``host("strands", "openai")``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,26 @@ INTERNAL, CLIENT = 1, 3
 ERROR = 2
 MODES = ["call", "invoke_async", "stream_async"]
 AGENT_SPAN = "invoke_agent Weather"
-CHAT_SPAN = "chat scripted-model"
+CHAT_SPAN = "chat"  # Strands' model-invocation span, which otelmw records the call on
+CYCLE_SPAN = "execute_event_loop_cycle"
+# What Strands' own tracer sets on its chat span (measured: Strands 1.62), which otelmw
+# leaves as Strands has them; the timing ones vary by run. By default, and under the
+# latest conventions with Strands' messages as span attributes (and otelmw's capture on,
+# whose message attributes and provider name would otherwise differ from Strands').
+STRANDS_USAGE_KEYS = {"gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens",
+                      "gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens",
+                      "gen_ai.usage.total_tokens"}
+STRANDS_CHAT_KEYS = {
+    "default": {"gen_ai.operation.name", "gen_ai.system", "gen_ai.request.model",
+                *STRANDS_USAGE_KEYS},
+    "latest": {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
+               "gen_ai.input.messages", "gen_ai.system_instructions",
+               "gen_ai.output.messages", *STRANDS_USAGE_KEYS}}
+CONVENTIONS = {"default": {}, "latest": {
+    "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental,gen_ai_span_attributes_only",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_AND_EVENT"}}
+STRANDS_TIMING_KEYS = {"gen_ai.event.start_time", "gen_ai.event.end_time",
+                       "gen_ai.server.time_to_first_token", "gen_ai.server.request.duration"}
 TOOL_SPAN = "execute_tool get_weather"
 
 
@@ -93,16 +112,25 @@ def test_a_run_is_one_trace_with_one_span_per_operation(
     root = roots[0]
     assert root.kind == INTERNAL and root.attributes["gen_ai.operation.name"] == "invoke_agent"
     posts = chat_posts(server)
+    # one chat span per provider request: Strands' own, otelmw's call recorded on it
+    assert [s.name for s in spans if s.name.startswith("chat")] == [CHAT_SPAN] * 2
     chats = sorted((s for s in spans if s.name == CHAT_SPAN), key=lambda s: s.start_ns)
     assert len(chats) == len(posts) == 2
     for chat, post in zip(chats, posts, strict=True):
         a = chat.attributes
-        assert chat.kind == CLIENT and chat.status_code != ERROR
-        assert a["gen_ai.provider.name"] == "openai"
+        assert chat.kind == INTERNAL and chat.status_code != ERROR  # Strands' kind
+        assert a["gen_ai.system"] == "strands-agents"  # Strands' own attributes
+        assert post.usage is not None
+        assert a["gen_ai.usage.total_tokens"] == sum(post.usage.values())
+        assert a["gen_ai.provider.name"] == "openai"  # and otelmw's
         assert a["gen_ai.response.id"] == post.response_id  # enriched by the openai layer
-        assert "otelmw.turn.id" in a
-        # under Strands' own model-invocation span
-        assert ancestors(spans, chat)[0] == "chat"
+        assert a["gen_ai.usage.input_tokens"] == post.usage["input_tokens"]
+        assert a["server.port"] == server.port and a["otelmw.api_mode"] == "chat_completions"
+        assert "otelmw.turn.id" in a and "otelmw.api_request.id" in a
+        # otelmw's record ended with the model's stream, before Strands ended its span
+        assert a["otelmw.stream.ended_by"] == "exhausted"
+        assert a["gen_ai.response.finish_reasons"]
+        assert ancestors(spans, chat)[0] == CYCLE_SPAN  # where Strands puts it
     (tool,) = [s for s in spans if s.name.startswith("execute_tool")]  # one span per call
     a = tool.attributes
     assert tool.name == TOOL_SPAN and tool.kind == INTERNAL
@@ -132,6 +160,82 @@ def test_strands_behaves_as_without_otelmw(tmp_path: Path) -> None:
     assert plain["middleware"][0] == ["model", 1]
 
 
+@pytest.mark.parametrize("conventions", sorted(CONVENTIONS))
+def test_strands_own_chat_attributes_are_as_without_otelmw(conventions: str,
+                                                           tmp_path: Path) -> None:
+    """The same turn with Strands' tracing alone (the SDK's tracer provider, no otelmw)
+    and with otelmw: Strands' chat spans have the same names, kind, status and every
+    attribute of Strands' the same value (the timing ones aside); otelmw only adds."""
+    runs = []
+    for on in (False, True):
+        with ScriptedLLMServer.calling_tools("Paris", ("get_weather",)) as srv, \
+                OtlpReceiver() as rx:
+            cwd = tmp_path / ("with" if on else "without")
+            cwd.mkdir()
+            drive({"otelmw": on, "tracing": True}, srv, rx, cwd, **CONVENTIONS[conventions])
+            runs.append(sorted((s for s in rx.spans() if s.name.startswith("chat")),
+                               key=lambda s: s.start_ns))
+    plain, observed = runs
+    assert [s.name for s in plain] == [s.name for s in observed] == [CHAT_SPAN] * 2
+    for alone, under in zip(plain, observed, strict=True):
+        assert (under.kind, under.status_code) == (alone.kind, alone.status_code) == (
+            INTERNAL, 1)
+        strands_keys = set(alone.attributes) - STRANDS_TIMING_KEYS
+        # what Strands sets (docs/telemetry.md)
+        assert strands_keys == STRANDS_CHAT_KEYS[conventions]
+        assert {k: under.attributes[k] for k in strands_keys} == {
+            k: alone.attributes[k] for k in strands_keys}
+        assert STRANDS_TIMING_KEYS & set(alone.attributes) <= set(under.attributes)
+        assert len(under.events) == len(alone.events)  # Strands' message events
+        added = set(under.attributes) - set(alone.attributes)
+        assert {"gen_ai.response.id", "otelmw.turn.id", "server.port"} <= added
+        if conventions == "default":  # (latest: Strands names its provider itself)
+            assert under.attributes["gen_ai.provider.name"] == "openai"
+        else:  # otelmw's capture adds what Strands does not record
+            assert "gen_ai.tool.definitions" in added
+
+
+def test_a_failed_model_request_is_strands_failed_chat_span_with_otelmw_s_error_type(
+        tmp_path: Path) -> None:
+    """The provider answers 400: Strands raises, as without otelmw; its one chat span
+    ends failed with Strands' own status and exception event, otelmw's ``error.type``
+    beside them."""
+    runs = []
+    for on in (False, True):
+        with ScriptedLLMServer.calling_tools("Paris", ("get_weather",)) as srv, \
+                OtlpReceiver() as rx:
+            srv.push_error(400, "scripted refusal")
+            cwd = tmp_path / ("with" if on else "without")
+            cwd.mkdir()
+            out = drive({"otelmw": on, "tracing": True}, srv, rx, cwd)
+            runs.append((out, [s for s in rx.spans() if s.name.startswith("chat")]))
+    (plain, (alone,)), (observed, (under,)) = runs
+    assert observed["answer"] == plain["answer"] == "raised BadRequestError"
+    assert under.name == CHAT_SPAN and under.kind == INTERNAL
+    assert (under.status_code, under.status_message) == (alone.status_code,
+                                                         alone.status_message)
+    assert under.status_code == ERROR and "scripted refusal" in under.status_message
+    assert [e.name for e in under.events] == [e.name for e in alone.events]
+    assert under.attributes["error.type"] == "openai.BadRequestError"
+    assert "error.type" not in alone.attributes
+    assert under.attributes["gen_ai.provider.name"] == "openai"
+
+
+def test_a_model_called_outside_an_agent_is_otelmw_s_own_chat_span(
+        server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """``OpenAIModel.stream`` called directly: no span of Strands' is current, so the
+    call has otelmw's own ``chat {model}`` CLIENT span (no host span to record it on)."""
+    with OtlpReceiver() as rx:
+        out = drive({"mode": "model"}, server, rx, tmp_path)
+        spans = rx.spans()
+    assert out["answer"] == "ok" and out["failures"] == {}  # (no tools offered)
+    (post,) = chat_posts(server)
+    (chat,) = [s for s in spans if s.name.startswith("chat")]
+    assert chat.name == "chat scripted-model" and chat.kind == CLIENT
+    assert chat.parent_span_id is None and "gen_ai.system" not in chat.attributes
+    assert chat.attributes["gen_ai.response.id"] == post.response_id
+
+
 def test_the_plugin_changes_what_the_model_and_the_tool_receive(
         server: ScriptedLLMServer, tmp_path: Path) -> None:
     spec = {"plugin": {"llm_request": True, "tool_request": True, "wrap": True}}
@@ -153,7 +257,10 @@ def test_the_plugin_changes_what_the_model_and_the_tool_receive(
     assert len(wrappers) == 1 and wrappers[0].attributes["otelmw.middleware.outcome"] == "passed"
     assert tool.span_id in {wrappers[0].parent_span_id} | {
         s.parent_span_id for s in spans if s.span_id == wrappers[0].parent_span_id}
-    for chat in (s for s in spans if s.name == CHAT_SPAN):
+    chats = [s for s in spans if s.name == CHAT_SPAN]
+    assert len(chats) == 2 and all(c.attributes["gen_ai.request.max_tokens"] == 77
+                                   for c in chats)
+    for chat in chats:  # the contract's layers are children of Strands' chat span
         (rewrite,) = [s for s in spans if s.parent_span_id == chat.span_id
                       and s.attributes.get("otelmw.middleware.kind") == "llm_request"]
         assert rewrite.attributes["otelmw.middleware.outcome"] == "rewritten"
@@ -242,6 +349,7 @@ def test_otelmw_fails_open(tmp_path: Path) -> None:
 
 
 PROMPT_TEXT = "What is the weather"
+DETAILS = "gen_ai.client.inference.operation.details"
 
 
 def test_content_only_under_capture_and_schema_valid(server: ScriptedLLMServer,
@@ -252,9 +360,16 @@ def test_content_only_under_capture_and_schema_valid(server: ScriptedLLMServer,
     with OtlpReceiver() as rx:
         drive({}, server, rx, tmp_path,
               OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_AND_EVENT")
-        spans = rx.spans()
+        rx.wait_for(lambda: len([x for x in rx.logs() if x.event_name == DETAILS]) == 2)
+        spans, logs = rx.spans(), rx.logs()
     chats = [s for s in spans if s.name == CHAT_SPAN]
     assert len(chats) == 2
+    # otelmw's inference events are records of Strands' chat spans, in otelmw's terms
+    details = [x for x in logs if x.event_name == DETAILS]
+    assert sorted(x.span_id or "" for x in details) == sorted(c.span_id for c in chats)
+    for record in details:
+        assert record.attributes["gen_ai.provider.name"] == "openai"
+        assert "gen_ai.system" not in record.attributes  # Strands' attribute, not otelmw's
     for chat, post in zip(chats, chat_posts(server), strict=True):
         got = {k: validate(k, chat.attributes[k]) for k in MESSAGE_KEYS
                if k in chat.attributes}
@@ -348,8 +463,10 @@ def test_an_unmodified_program(launcher: str, server: ScriptedLLMServer,
         rx.wait_for(lambda: any(s.name == AGENT_SPAN for s in rx.spans()))
         spans = rx.spans()
     assert len({s.trace_id for s in spans}) == 1
-    assert sorted(s.name for s in spans if s.name.startswith(("chat ", "execute_tool",
+    assert sorted(s.name for s in spans if s.name.startswith(("chat", "execute_tool",
                                                               "invoke_agent"))) == [
         CHAT_SPAN, CHAT_SPAN, TOOL_SPAN, AGENT_SPAN]
+    for chat in (s for s in spans if s.name == CHAT_SPAN):
+        assert chat.attributes["gen_ai.provider.name"] == "openai"
     (tool,) = [s for s in spans if s.name == TOOL_SPAN]
     assert tool.attributes["otelmw.result.status"] == "ok"

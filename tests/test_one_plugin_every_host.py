@@ -50,8 +50,11 @@ changes; the assertion stays for every other host:
   loop of the user's) has the driver's own ``@agent_turn`` as its root;
 * a host whose own tracing records its steps (Strands: under ``otelmw run`` its tracer
   records; its root is Strands' ``invoke_agent`` span, its ``execute_event_loop_cycle``
-  spans hold the calls, its ``chat`` span the provider request's; ``Driver.host_steps``)
-  has its ``chat`` and ``execute_tool`` spans under the root, not as its direct children;
+  spans hold the calls; ``Driver.host_steps``) has its ``chat`` and ``execute_tool``
+  spans under the root, not as its direct children;
+* a host whose own tracing makes each model request's span (Strands' ``chat``,
+  ``Driver.chat_on_host_span``) has otelmw's call recorded on it: the request's one
+  ``chat`` span is the host's, named ``chat`` and INTERNAL, not otelmw's CLIENT span;
 * MCP: a ``tools/call`` carries no id of a model's, so the tool call's
   ``gen_ai.tool.call.id`` follows the MCP rule (docs/telemetry.md, ``otelmw_mcp``;
   ``Driver.tool_call_ids``): the client's ``execute_tool`` span, which serves no tool
@@ -121,6 +124,14 @@ class HostRun(ReceivedRun):
         return [s for s in self.named("execute_tool ")
                 if "jsonrpc.request.id" not in s.attributes
                 and s.name != "execute_tool (merged)"]  # Google ADK's span over calls
+
+    def chat_calls(self) -> list[ReceivedSpan]:
+        """The turn's model requests' spans: otelmw's ``chat {model}``, or the host's
+        own ``chat`` span where otelmw records the call on it."""
+        if DRIVERS[self.driver].chat_on_host_span:
+            return sorted((s for s in self.spans if s.name == "chat"),
+                          key=lambda s: s.start_ns)
+        return self.named("chat ")
 
     def tool_span(self, tool: str) -> ReceivedSpan:
         (span,) = [s for s in self.tool_calls() if s.name == f"execute_tool {tool}"]
@@ -232,7 +243,8 @@ def test_one_trace_per_turn_with_chat_and_tool_spans_under_the_agent(turn: HostR
     assert agent.kind == INTERNAL and agent.attributes["gen_ai.operation.name"] == "invoke_agent"
     ids = {s.span_id for s in turn.spans}
     assert all(s.parent_span_id in ids for s in turn.spans if s is not root), "orphan span"
-    chats, tools = turn.named("chat "), turn.tool_calls()
+    chats, tools = turn.chat_calls(), turn.tool_calls()
+    assert [s for s in turn.named("chat") if s not in chats] == []  # no second chat span
     expected_chats = 0 if DRIVERS[turn.driver].api is None else len(turn.posts)
     assert len(chats) == expected_chats, [s.name for s in chats]
     assert sorted(s.name for s in tools) == ["execute_tool delete_file",
@@ -247,9 +259,11 @@ def test_one_trace_per_turn_with_chat_and_tool_spans_under_the_agent(turn: HostR
             assert above.parent_span_id == agent.span_id, span.name
         else:
             assert span.parent_span_id == agent.span_id, span.name
+    kind = INTERNAL if DRIVERS[turn.driver].chat_on_host_span else CLIENT
     for chat in chats:
-        assert chat.kind == CLIENT and chat.status_code != STATUS_ERROR
+        assert chat.kind == kind and chat.status_code != STATUS_ERROR
         assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert "otelmw.api_request.id" in chat.attributes  # otelmw's record
     ids_by_tool = span_call_ids(turn)
     for span in tools:
         a = span.attributes
@@ -279,7 +293,7 @@ def test_an_mcp_tool_call_is_identified_by_its_json_rpc_request_id_on_the_server
 
 
 def test_rewrite_spans_under_each_chat_and_tool_call(turn: HostRun) -> None:
-    for chat in turn.named("chat "):
+    for chat in turn.chat_calls():
         (rewrite,) = middleware_children(turn, chat, "llm_request")
         assert rewrite.name == f"llm_request {PLUGIN}.cap_tokens"
         assert rewrite.attributes["otelmw.middleware.outcome"] == "rewritten"

@@ -101,6 +101,14 @@ class LLMCalls:
         link_model_call(rc, call.api_request_id)
         return call
 
+    @staticmethod
+    def _observed(obs: PipelineObserver, call: CallInfo, request: Any,
+                  on_host_span: bool) -> object | None:
+        """The call reported opened: on the host's own span (``call_adopted``, when the
+        observer has it), else on a span of the observer's."""
+        adopt = getattr(obs, "call_adopted", None) if on_host_span else None
+        return (adopt or obs.call_started)(call, request)
+
     def _api_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]:
         return {**kw, "request": effective, "middleware_trace": call.trace_view(),
@@ -110,12 +118,15 @@ class LLMCalls:
                 provider: str | None = None, model: str | None = None,
                 api_mode: str | None = None, api_request_id: str | None = None,
                 server_address: str | None = None, server_port: int | None = None,
-                call: CallInfo | None = None) -> Any:
+                call: CallInfo | None = None, on_host_span: bool = False) -> Any:
         """Run one provider request through the LLM pipeline (sync).
 
         ``call``: a call a host adapter already opened (``observer.call_started``
         reported) so its span could start before the host's own request stage;
         the pipeline then runs and finishes it instead of opening a new one.
+        ``on_host_span``: the host's own tracing already opened this model call's span
+        and it is current here (Strands' ``chat`` span): the call is recorded on that
+        span, which the host ends, instead of on a second one (as ``host.open_call``).
         """
         obs = self.observer
         if call is None:
@@ -126,7 +137,7 @@ class LLMCalls:
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
             if obs is not None:
-                call.observation = obs.call_started(call, request)
+                call.observation = self._observed(obs, call, request, on_host_span)
         else:  # opened before the host's own request stage: the request now is the one
             call.request_sent(request)  # it sends
             if obs is not None:
@@ -149,7 +160,7 @@ class LLMCalls:
                        provider: str | None = None, model: str | None = None,
                        api_mode: str | None = None, api_request_id: str | None = None,
                        server_address: str | None = None, server_port: int | None = None,
-                       call: CallInfo | None = None) -> Any:
+                       call: CallInfo | None = None, on_host_span: bool = False) -> Any:
         """``run_llm`` in an async call; ``execute`` may return an awaitable."""
         obs = self.observer
         if call is None:
@@ -161,7 +172,7 @@ class LLMCalls:
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
             if obs is not None:
-                call.observation = obs.call_started(call, request)
+                call.observation = self._observed(obs, call, request, on_host_span)
         else:
             call.request_sent(request)
             if obs is not None:

@@ -6,7 +6,9 @@ otelmw's failure counts. A real Strands ``Agent`` talks through its ``OpenAIMode
 (the real openai SDK) to the scripted LLM server named by ``OPENAI_BASE_URL``;
 telemetry goes through ``otelmw.telemetry.configure()`` to
 ``OTEL_EXPORTER_OTLP_ENDPOINT``. With ``"otelmw": false`` nothing of otelmw is set up,
-and no tracer provider either (the same run without otelmw).
+and no tracer provider either (the same run without otelmw); with ``"tracing": true``
+too, the OpenTelemetry SDK's own tracer provider exports Strands' spans there (Strands'
+tracing without otelmw).
 """
 
 from __future__ import annotations
@@ -136,6 +138,17 @@ def build_agent() -> Any:
     return agent
 
 
+async def model_only(model: Any, prompt: str) -> str:
+    """The model's own stream, outside an agent's event loop (no Strands span over it):
+    the text of its answer, and the names of the tools it calls."""
+    said = []
+    async for event in model.stream([{"role": "user", "content": [{"text": prompt}]}]):
+        delta = (event.get("contentBlockDelta") or {}).get("delta") or {}
+        start = ((event.get("contentBlockStart") or {}).get("start") or {}).get("toolUse")
+        said.append(delta.get("text") or (start or {}).get("name") or "")
+    return "".join(said)
+
+
 async def streamed(agent: Any, prompt: str) -> str:
     final = ""
     async for event in agent.stream_async(prompt):
@@ -144,8 +157,22 @@ async def streamed(agent: Any, prompt: str) -> str:
     return final
 
 
+def plain_tracing() -> Any:
+    """The SDK's tracer provider exporting to the OTLP endpoint, otelmw nowhere."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
 def main() -> None:
     telemetry = None
+    provider = plain_tracing() if SPEC.get("tracing") and not SPEC.get("otelmw", True) else None
     if SPEC.get("otelmw", True):
         import otelmw
         from otelmw.instrumentation.strands import StrandsInstrumentor
@@ -167,12 +194,19 @@ def main() -> None:
     mode = SPEC.get("mode", "call")
     if mode == "direct":  # the user calls the tool; no model, no turn
         answer = json.dumps(agent.tool.get_weather(city="Paris")["content"])
+    elif mode == "model":
+        answer = asyncio.run(model_only(agent.model, prompt))
     elif mode == "call":
-        answer = str(agent(prompt))
+        try:
+            answer = str(agent(prompt))
+        except Exception as exc:  # the provider's error (a scenario of a failing model)
+            answer = f"raised {type(exc).__name__}"
     elif mode == "invoke_async":
         answer = str(asyncio.run(agent.invoke_async(prompt)))
     else:
         answer = asyncio.run(streamed(agent, prompt))
+    if provider is not None:
+        provider.shutdown()  # exported before the result says the run is over
     print_result({"answer": answer.strip(), "tool_calls": TOOL_CALLS, "hooks": HOOK_SAW,
                   "middleware": MIDDLEWARE_SAW, "wrapped": WRAPPED,
                   "streamed": STREAMED}, telemetry)

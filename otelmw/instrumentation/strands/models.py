@@ -9,18 +9,29 @@ of the model object formats that request instead of its own), so the provider ge
 exactly what the plugins made. The openai SDK call the model makes on the stream's
 first iteration is the call's request: ``otelmw_openai`` only enriches its span; the
 span ends with the stream. Other ``Model`` implementations are not wrapped.
+
+Inside an agent's event loop Strands' own tracer has opened its ``chat`` span for the
+model invocation and made it current: when it records, otelmw records the call on it
+(``arun_llm(..., on_host_span=True)``: otelmw's ``chat`` attributes, its hook records and
+events, its layers as children; Strands ends it), so a provider request has one ``chat``
+span. otelmw's record is complete when the model's stream ends, before Strands ends its
+span (after the stream, in its event loop).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
+
+from opentelemetry.trace import get_current_span
 
 from ...core import CallInfo, current_llm_call, get_pipeline, llm_call_current
 from .._base import Wrapper, server_of
 from .results import failed
 
 _PARAMS = ("messages", "tool_specs", "system_prompt")
+_STRANDS = "strands-agents"  # the system (provider, latest conventions) Strands' spans name
 
 
 class ModelCall:
@@ -36,6 +47,20 @@ class ModelCall:
         self.request: dict[str, Any] = instance.format_request(
             params.get("messages"), params.get("tool_specs"), params.get("system_prompt"),
             params.get("tool_choice"), agent_metadata=params.get("agent_metadata"))
+
+
+def _on_strands_span() -> bool:
+    """Strands' own model-invocation span is current and records (its tracer's
+    ``chat`` span, ``gen_ai.operation.name`` ``chat`` of ``strands-agents``): the call is
+    recorded on it. Else (no tracer provider, the model called outside an agent's event
+    loop) the call's span is otelmw's own."""
+    span = get_current_span()
+    if not span.is_recording() or getattr(span, "name", None) != "chat":
+        return False
+    recorded = getattr(span, "attributes", None)
+    if not isinstance(recorded, Mapping) or recorded.get("gen_ai.operation.name") != "chat":
+        return False
+    return _STRANDS in (recorded.get("gen_ai.system"), recorded.get("gen_ai.provider.name"))
 
 
 def _server(instance: Any) -> tuple[str | None, int | None]:
@@ -116,7 +141,8 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
         return _CallStream(inner, current_llm_call())
 
     try:
-        events = await get_pipeline().arun_llm(model_call.request, execute, **options)
+        events = await get_pipeline().arun_llm(model_call.request, execute,
+                                               on_host_span=_on_strands_span(), **options)
     except Exception as exc:
         if started[0]:
             raise

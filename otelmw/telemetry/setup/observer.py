@@ -130,7 +130,9 @@ class TelemetryObserver:
         try:
             if call.operation == attributes.OP_EXECUTE_TOOL:
                 return self.tools.adopt(call, payload)
-            # only tool calls adopt a host's span; others open their own
+            if call.operation == attributes.OP_CHAT:
+                return self.chat.adopt(call, payload)
+            # only tool and chat calls adopt a host's span; others open their own
             return self._by_operation.get(call.operation, self.tools).start(call, payload)
         except Exception as exc:
             self.signals.internal_failure("call_adopted", exc)

@@ -1,10 +1,11 @@
 """``chat`` spans: born in ``ModelCallSpans.start`` (which renders the request's
 messages, system instructions and tool definitions in the conventions' shapes when
-content goes on spans), renamed when a rewrite changes the model
-(``request_rewritten``), enriched by the provider SDK layer under a host-level call
-(``enriched``), ended with the rendered request content, the response's facts and
-output messages (``finish``/``end``) or, for a streamed response, when the stream
-ends (``ChatStream``).
+content goes on spans) or adopted from the host's tracing (``ModelCallSpans.adopt``:
+the host's own ``chat`` span, recorded on through ``HostSpan`` and ended by the host),
+renamed when a rewrite changes the model (``request_rewritten``), enriched by the
+provider SDK layer under a host-level call (``enriched``), ended with the rendered
+request content, the response's facts and output messages (``finish``/``end``) or, for
+a streamed response, when the stream ends (``ChatStream``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..shapes.messages import OutputCollector
 from ..shapes.responses import ResponseFacts, is_stream, raw_response_body
 from ..shapes.streams import wrap_stream
 from .model_call import ModelCallSpans
-from .operation import OpState, Signals, perf_counter
+from .operation import HostSpan, OpState, Signals, perf_counter
 
 # Numeric request parameters the span records (from the effective request, at its
 # end), by the request key of OpenAI chat/Responses and Anthropic messages.
@@ -304,11 +305,14 @@ class ChatSpans(ModelCallSpans):
             op.original_model = _c(op.model)
         op.model = model
         clean = _c(model)
-        op.span.update_name(f"chat {clean}")
+        op.span.update_name(f"chat {clean}")  # (a host's span keeps its name)
         attrs = {attributes.GEN_AI_REQUEST_MODEL: clean}
         if op.original_model is not None:
             attrs[attributes.OTELMW_REQUEST_ORIGINAL_MODEL] = op.original_model
-        op.span.set_attributes(attrs)
+        if isinstance(op.span, HostSpan):  # the model sent is otelmw's to tell
+            op.span.overwrite(attrs)
+        else:
+            op.span.set_attributes(attrs)
         op.attrs[attributes.GEN_AI_REQUEST_MODEL] = clean
 
     def enriched(self, call: CallInfo, result: Any, server_address: str | None,

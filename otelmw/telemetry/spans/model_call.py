@@ -1,20 +1,23 @@
 """The ``CLIENT`` span of one model call, as ``chat`` and ``embeddings`` share it:
 born with the endpoint's attributes (built once per endpoint), closed with the
-duration and token metric points. ``chat.ChatSpans`` and
-``embeddings.EmbeddingsSpans`` add what each records at its end.
+duration and token metric points; or, for a call whose span the host's own tracing
+opened (``adopt``), the same recorded on the host's span, which the host ends.
+``chat.ChatSpans`` and ``embeddings.EmbeddingsSpans`` add what each records at its end.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.context import get_current
+from opentelemetry.trace import SpanKind, get_current_span
 
 from ...core.contract import CallInfo
 from .. import attributes
 from ..content.values import clean_str as _c
 from ..content.values import port_number
 from .operation import (
+    HostSpan,
     OpState,
     Signals,
     attach,
@@ -67,12 +70,14 @@ class ModelCallSpans:
             f"{operation} {model}" if model else operation, attrs, metric_attrs)
         return endpoint
 
-    def start(self, call: CallInfo, request: Any) -> OpState:
+    def _endpoint_of(self, call: CallInfo) -> Endpoint:
         key = (call.operation, call.provider, call.model, call.server_address,
                call.server_port, call.api_mode)
         endpoint = self._endpoints.get(key)
-        if endpoint is None:
-            endpoint = self._endpoint(key)
+        return endpoint if endpoint is not None else self._endpoint(key)
+
+    def start(self, call: CallInfo, request: Any) -> OpState:
+        endpoint = self._endpoint_of(call)
         # The cheap ids go in with start_span (one attribute set instead of two);
         # request parameters wait for the span's end (a rewrite may change them),
         # content, the costly part, for is_recording().
@@ -83,6 +88,25 @@ class ModelCallSpans:
         context = set_span_in_context(span)
         op = OpState(span, attach(context), perf_counter(),
                      dict(endpoint.metric_attributes), request, context)
+        op.content, op.model = rendered, call.model
+        return op
+
+    def adopt(self, call: CallInfo, request: Any) -> OpState:
+        """The call's span is the host's own, current here (Strands' ``chat`` span): the
+        call is recorded on it as ``start`` would record it on a span of otelmw's
+        (through ``HostSpan``: the host's own attributes, name, kind and end stay its
+        own); the host's span stays the current one, so the call's layers are its
+        children. A current span that does not record: a span of otelmw's own, as
+        ``start``."""
+        current = get_current_span()
+        if not current.is_recording():
+            return self.start(call, request)
+        span = HostSpan(current)
+        endpoint = self._endpoint_of(call)
+        span.set_attributes(call_ids(call, dict(endpoint.span_attributes)))
+        rendered = self._content_on_start(request) if self.content.on_spans else None
+        op = OpState(span, None, perf_counter(), dict(endpoint.metric_attributes), request,
+                     get_current())
         op.content, op.model = rendered, call.model
         return op
 

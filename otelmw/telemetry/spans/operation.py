@@ -6,6 +6,7 @@ the ids every record of a call carries, digests computed once.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -185,6 +186,72 @@ class OpState:
         still be open: a stream)."""
         safe_detach(self.token)
         self.token = None
+
+
+class HostSpan(trace.Span):
+    """A span the host's own tracing opened, made current and ends (Strands' ``chat``
+    span), as otelmw records a call on it: every attribute the host had set when otelmw
+    adopted the span stays the host's (otelmw leaves those keys out), its name and kind
+    are the host's, ``end`` is the host's own (a no-op here), and once the host ended it
+    nothing more is written. What the host sets after otelmw (at its end) replaces
+    otelmw's values: the host writes last."""
+
+    __slots__ = ("host_keys", "span")
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+        recorded = getattr(span, "attributes", None)  # an SDK span: what the host set
+        self.host_keys = frozenset(recorded) if isinstance(recorded, Mapping) else frozenset()
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """What otelmw recorded on the span (its events carry otelmw's view, not the
+        host's)."""
+        recorded = getattr(self.span, "attributes", None)
+        if not isinstance(recorded, Mapping):
+            return {}
+        return {k: v for k, v in recorded.items() if k not in self.host_keys}
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if self.span.is_recording():
+            keys = self.host_keys
+            self.span.set_attributes({k: v for k, v in attributes.items() if k not in keys})
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if key not in self.host_keys and self.span.is_recording():
+            self.span.set_attribute(key, value)
+
+    def overwrite(self, attributes: Mapping[str, Any]) -> None:
+        """Attributes of what otelmw's contract changed (a rewritten model): only otelmw
+        knows, so they replace the host's values."""
+        if self.span.is_recording():
+            self.span.set_attributes(attributes)
+
+    def update_name(self, name: str) -> None:
+        """The name is the host's."""
+
+    def end(self, end_time: int | None = None) -> None:
+        """The host ends its span."""
+
+    def is_recording(self) -> bool:
+        return self.span.is_recording()
+
+    def get_span_context(self) -> trace.SpanContext:
+        return self.span.get_span_context()
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        if self.span.is_recording():
+            self.span.set_status(status, description)
+
+    def add_event(self, name: str, attributes: Any = None,
+                  timestamp: int | None = None) -> None:
+        if self.span.is_recording():
+            self.span.add_event(name, attributes, timestamp)
+
+    def record_exception(self, exception: BaseException, attributes: Any = None,
+                         timestamp: int | None = None, escaped: bool = False) -> None:
+        if self.span.is_recording():
+            self.span.record_exception(exception, attributes, timestamp, escaped)
 
 
 class OperationSpans(Protocol):

@@ -32,8 +32,11 @@ class Driver(NamedTuple):
     # (the MCP rule: none on the client's span; the JSON-RPC request id on the server's)
     tool_call_ids: str = "model"
     # the host's own tracing puts spans of its steps between the turn and its calls
-    # (Strands: its event-loop cycles, and its model invocation over otelmw's chat span)
+    # (Strands: its event-loop cycles)
     host_steps: bool = False
+    # a model request's span is the host's own ``chat`` span (INTERNAL), otelmw's record
+    # on it (Strands' model invocation), not otelmw's ``chat {model}`` CLIENT span
+    chat_on_host_span: bool = False
     # the host's own tracing opens the run's root and the turn's span, with otelmw's
     # spans under them (Google ADK: ``invoke_workflow`` > ``invoke_agent`` >
     # ``generate_content`` > otelmw's ``chat``; its ``execute_tool`` is the tool call's)
@@ -52,7 +55,8 @@ DRIVERS = {
     "pydantic_ai_agent": Driver(("pydantic-ai",), "chat"),
     "mcp_tool_loop": Driver(("mcp", "openai"), "chat", "mcp"),
     "google_genai_afc": Driver(("google-genai",), "gemini"),
-    "strands_agent": Driver(("strands", "openai"), "chat", host_steps=True),
+    "strands_agent": Driver(("strands", "openai"), "chat", host_steps=True,
+                            chat_on_host_span=True),
     "crewai_agent": Driver(("crewai", "openai"), "chat"),
     "google_adk_agent": Driver(("google-adk",), "gemini", host_tracing=True),
     "llamaindex_agent": Driver(("llamaindex",), "chat"),
