@@ -17,7 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import scheduling
 
 TESTS = Path(__file__).resolve().parent
-pytestmark = pytest.mark.every_env
 
 
 def test_a_unit_is_the_module_the_test_or_the_module_and_parameter() -> None:

@@ -26,8 +26,8 @@ from typing import Any
 
 from opentelemetry.trace import get_current_span
 
-from ...core import CallInfo, current_llm_call, get_pipeline, llm_call_current
-from .._base import Wrapper, server_of
+from ...core import CallInfo, current_llm_call, get_pipeline
+from .._base import AsyncCallStream, Wrapper, server_of
 from .results import failed
 
 _PARAMS = ("messages", "tool_specs", "system_prompt")
@@ -83,25 +83,6 @@ def _sending(instance: Any, request: dict[str, Any]) -> Any:
     return clone
 
 
-class _CallStream:
-    """The model's event stream, consumed with its call current (the openai SDK request
-    it makes on first iteration enriches the call's span, not a second one)."""
-
-    __slots__ = ("_call", "_inner")
-
-    def __init__(self, inner: Any, call: Any) -> None:
-        self._inner, self._call = inner, call
-
-    def __aiter__(self) -> _CallStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        with llm_call_current(self._call):
-            return await self._inner.__anext__()
-
-    async def aclose(self) -> None:
-        with llm_call_current(self._call):
-            await self._inner.aclose()
 
 
 def stream_wrapper() -> Wrapper:
@@ -138,7 +119,7 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
             inner = wrapped(*args, **kwargs)
         else:
             inner = wrapped.__func__(_sending(instance, request), *args, **kwargs)
-        return _CallStream(inner, current_llm_call())
+        return AsyncCallStream(inner, current_llm_call())
 
     try:
         events = await get_pipeline().arun_llm(model_call.request, execute,
@@ -155,7 +136,7 @@ async def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
                                  "not the model's event stream: the request is sent"))
         # the contract ran on this request: the provider SDK layer below must not run
         # it again (a model call of otelmw's is current, unobserved)
-        events = _CallStream(wrapped(*args, **kwargs),
+        events = AsyncCallStream(wrapped(*args, **kwargs),
                              CallInfo(operation="chat", provider="openai",
                                       model=options["model"]))
     try:
