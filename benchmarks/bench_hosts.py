@@ -36,7 +36,21 @@ once the tool's result comes back):
   ``llama-index-llms-openai``'s ``OpenAI`` (2 model calls, 1 tool call; openai 2.x, as
   llama-index-llms-openai requires, under ``httpx.MockTransport``) — peers OpenInference
   llama-index 4.6.1, OpenLLMetry llamaindex 0.62.4 (each started by the program: under
-  ``opentelemetry-instrument`` neither starts on this install, docs/telemetry.md).
+  ``opentelemetry-instrument`` neither starts on this install, docs/telemetry.md);
+* ``strands``: ``await Agent.invoke_async`` of a Strands ``Agent`` on ``OpenAIModel``
+  (streamed chat completions, openai 2.x under ``httpx.MockTransport``) with one
+  ``@tool`` (2 model calls, 1 tool call) — peers Strands' own tracing (on once a global
+  tracer provider is set: every row but bare has one, as under ``otelmw run``) and
+  OpenInference strands-agents 0.1.12 (its span processor over Strands' spans);
+* ``google-adk``: ``InMemoryRunner.run_async`` of an ``LlmAgent`` on ADK's native
+  ``Gemini`` model with one function tool, a new session a turn (2 model requests, 1
+  tool call; google-genai 2.x under ``httpx.MockTransport``) — peer ADK's own tracing
+  (a global tracer provider, in every row but bare).
+
+``llamaindex``, ``strands`` and ``google-adk`` take their matrix environment's pins
+(``ENV_PINNED``), which do not install beside the others: run them with ``--here``
+from a virtualenv holding those pins and the peers (or let the benchmark make
+``~/.cache/otelmw-bench/<name>``).
 
 Each host is one small class below (``Host``): its turn, its peers, how each installs.
 
@@ -124,7 +138,18 @@ VENVS: dict[str, dict[str, str]] = {
     # openai 2.x, not current's 3.x) and its peers
     "llamaindex": {"openinference-instrumentation-llama-index": "4.6.1",
                    "opentelemetry-instrumentation-llamaindex": "0.62.4"},
+    # Strands Agents (the ``strands`` matrix environment's pins: openai 2.x, the
+    # OpenTelemetry 0.66b1 family strands-agents takes) and OpenInference's processor
+    "strands": {"openinference-instrumentation-strands-agents": "0.1.12"},
+    # Google ADK (the ``google-adk`` matrix environment's pins: google-genai < 3); its
+    # peer is its own tracing
+    "google-adk": {},
 }
+# The bench venvs that take a matrix environment's pins instead of current.txt's: name ->
+# its scripts/envs file (and, for llamaindex, the shared libraries at the running
+# environment's versions; strands and google-adk hold their own OpenTelemetry pins)
+ENV_PINNED = {"llamaindex": "llamaindex.txt", "strands": "strands.txt",
+              "google-adk": "google-adk.txt"}
 # Benchmark 8 (bench_start.py): the hosts venv, plus the peers of the provider SDKs
 # (benchmark 1's three openai anchors, OpenLLMetry anthropic) and the distro whose
 # configurator ``opentelemetry-instrument`` uses when otelmw's is not chosen.
@@ -204,6 +229,26 @@ def _response(body: dict[str, Any], n: int) -> bytes:
                   "total_tokens": 49}}).encode()
 
 
+def _chat_chunks(body: dict[str, Any], n: int) -> bytes:
+    """``_chat_completion`` as the server-sent events of a streamed answer (``stream``
+    requests: Strands' ``OpenAIModel`` streams), with its usage chunk last."""
+    whole = json.loads(_chat_completion(body, n))
+    choice = whole["choices"][0]
+    delta = {k: v for k, v in choice["message"].items() if v is not None}
+    for i, call in enumerate(delta.get("tool_calls", ())):
+        call["index"] = i
+    head = {k: whole[k] for k in ("id", "created", "model", "system_fingerprint")}
+    chunks = [
+        {**head, "object": "chat.completion.chunk",
+         "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]},
+        {**head, "object": "chat.completion.chunk",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"],
+                      "logprobs": None}]},
+        {**head, "object": "chat.completion.chunk", "choices": [], "usage": whole["usage"]}]
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + (
+        b"data: [DONE]\n\n")
+
+
 def _transport(http: Any = None) -> Any:
     """The scripted model as a mock transport of ``http`` (httpx2 for openai 3, httpx for
     openai 2)."""
@@ -215,6 +260,9 @@ def _transport(http: Any = None) -> Any:
     def handler(request: Any) -> Any:
         count[0] += 1
         body = json.loads(request.content)
+        if body.get("stream") and not request.url.path.endswith("/responses"):
+            return http.Response(200, content=_chat_chunks(body, count[0]),
+                                 headers={"content-type": "text/event-stream"})
         make = _response if request.url.path.endswith("/responses") else _chat_completion
         return http.Response(200, content=make(body, count[0]),
                              headers={"content-type": "application/json"})
@@ -309,7 +357,8 @@ INSTRUMENTOR_CLASSES = {
     "langchain": "LangChainInstrumentor", "openai": "OpenAIInstrumentor",
     "litellm": "LiteLLMInstrumentor", "openai_agents": "OpenAIAgentsInstrumentor",
     "pydantic_ai": "PydanticAIInstrumentor", "mcp": "MCPInstrumentor",
-    "google_genai": "GoogleGenAIInstrumentor", "llamaindex": "LlamaIndexInstrumentor"}
+    "google_genai": "GoogleGenAIInstrumentor", "llamaindex": "LlamaIndexInstrumentor",
+    "strands": "StrandsInstrumentor", "google_adk": "GoogleADKInstrumentor"}
 
 
 def _otelmw_instrumentor(name: str, side: str = "") -> Any:
@@ -784,8 +833,125 @@ class LlamaIndex(Host):
         yield turn
 
 
+class Strands(Host):
+    """Strands Agents: its own tracing records whenever a global tracer provider is set
+    (under otelmw too: ``otelmw run`` sets one), so the peer is that tracing and every
+    row but bare has the global provider."""
+
+    name, title = "strands", "Strands Agents 1.62.0"
+    shape = ("`await Agent.invoke_async`, `OpenAIModel` (streamed chat completions), one "
+             "`@tool`: 2 model calls, 1 tool call")
+    venv = "strands"
+    otelmw = ("strands", "openai")
+    peers = {"native": "Strands' own tracing",
+             "openinference": "OpenInference strands-agents 0.1.12 (+ Strands' own)"}
+    asynchronous = True
+    global_provider = True
+
+    def install(self, contender: str, tp: Any) -> None:
+        return  # the global provider (_prepare) turns Strands' spans on; OpenInference's
+        # processor is added before the export (span_processors)
+
+    def span_processors(self, contender: str) -> list[Any]:
+        if contender != "openinference":
+            return []
+        from openinference.instrumentation.strands_agents import (  # type: ignore
+            StrandsAgentsToOpenInferenceProcessor,
+        )
+
+        return [StrandsAgentsToOpenInferenceProcessor()]  # rewrites Strands' spans
+
+    @contextlib.asynccontextmanager
+    async def aturn(self) -> Any:
+        import httpx
+        from openai import AsyncOpenAI
+        from strands import Agent, tool
+        from strands.models.openai import OpenAIModel
+
+        @tool
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return get_weather_text(city)
+
+        client = AsyncOpenAI(api_key="sk-bench", max_retries=0,
+                             base_url="http://bench.invalid/v1",
+                             http_client=httpx.AsyncClient(transport=_transport(httpx)))
+        agent = Agent(model=OpenAIModel(client=client, model_id=MODEL), tools=[get_weather],
+                      name="Weather", system_prompt="Answer briefly.", callback_handler=None)
+
+        async def turn() -> Any:
+            return str(await agent.invoke_async(QUESTION))
+
+        yield turn
+
+
+class GoogleADK(Host):
+    """Google ADK (its own venv: google-genai < 3, opentelemetry <= 1.44). ADK's own
+    tracing records whenever a global tracer provider is set, so the peer is that
+    tracing and every row but bare has the global provider; under
+    otelmw ADK's spans are recorded too, as under ``otelmw run``."""
+
+    name, title = "google-adk", "Google ADK 2.13.0"
+    shape = ("`InMemoryRunner.run_async` of an `LlmAgent`, native `Gemini` model, one "
+             "function tool, a new session a turn: 2 model requests, 1 tool call")
+    venv = "google-adk"
+    otelmw = ("google_adk", "google_genai")
+    # otelmw enters ADK by wrapt wrappers, not through an ADK plugin: no floor row (what
+    # ADK charges a pass-through BasePlugin is bench_adk.py's floor, in CPU time)
+    peers = {"native": "ADK's own tracing"}
+    asynchronous = True
+    global_provider = True
+
+    def install(self, contender: str, tp: Any) -> None:
+        return  # the global provider (_prepare) turns ADK's spans on
+
+    def pinned_temperature(self, request: dict[str, Any]) -> dict[str, Any]:
+        return GoogleGenAI.pinned_temperature(self, request)
+
+    @contextlib.asynccontextmanager
+    async def aturn(self) -> Any:
+        import httpx
+        from google import genai
+        from google.adk.agents import LlmAgent
+        from google.adk.models.google_llm import Gemini
+        from google.adk.runners import InMemoryRunner
+        from google.genai import types
+
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return get_weather_text(city)
+
+        count = [0]
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            count[0] += 1
+            return httpx.Response(200, content=_gemini_answer(json.loads(request.content),
+                                                              count[0]),
+                                  headers={"content-type": "application/json"})
+
+        client = genai.Client(api_key="bench", http_options=types.HttpOptions(
+            base_url="http://bench.invalid",
+            httpx_async_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))))
+        agent = LlmAgent(name="weather", model=Gemini(model=GEMINI_MODEL, client=client),
+                         instruction="Answer briefly.", tools=[get_weather])
+        runner = InMemoryRunner(agent=agent, app_name="bench")
+        message = types.Content(role="user", parts=[types.Part(text=QUESTION)])
+
+        async def turn() -> Any:
+            session = await runner.session_service.create_session(app_name="bench",
+                                                                  user_id="u")
+            last = None
+            async for event in runner.run_async(user_id="u", session_id=session.id,
+                                                new_message=message):
+                last = event
+            parts = last.content.parts if last is not None and last.content else None
+            return parts[0].text if parts else None
+
+        yield turn
+
+
 HOST_LIST: list[Host] = [LangChain(), LangGraph(), LiteLLM(), OpenAIAgents(), PydanticAI(),
-                         MCP(), MCP1(), GoogleGenAI(), LlamaIndex()]
+                         MCP(), MCP1(), GoogleGenAI(), LlamaIndex(), Strands(), GoogleADK()]
 HOSTS: dict[str, Host] = {h.name: h for h in HOST_LIST}
 CONTENDER = ""  # the contender of this child process (a host's turn may depend on it)
 
@@ -1052,12 +1218,14 @@ def requirements(name: str) -> list[str]:
             line = line.split("#", 1)[0].strip()
             if line and not line.startswith(("openai==", "anthropic==", "praisonaiagents==")):
                 wanted.append(line)
-    if name == "llamaindex":  # its matrix environment's pins (openai 2.x), not current's
-        for line in (ROOT / "scripts" / "envs" / "llamaindex.txt").read_text().splitlines():
+    if name in ENV_PINNED:  # its matrix environment's pins (openai 2.x), not current's
+        for line in (ROOT / "scripts" / "envs" / ENV_PINNED[name]).read_text().splitlines():
             line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("anthropic=="):
+            if line and not line.startswith(("anthropic==", "pytest-asyncio==")):
                 wanted.append(line)
-    for shared in SHARED if name in HOST_PINNED else SHARED_MCP1:
+    shared_pins = [] if name in ("strands", "google-adk") else (
+        SHARED if name in HOST_PINNED else SHARED_MCP1)
+    for shared in shared_pins:
         try:
             wanted.append(f"{shared}=={metadata.version(shared)}")
         except metadata.PackageNotFoundError:
