@@ -374,5 +374,5 @@ def test_dependencies_are_declared_honestly() -> None:
     from otelmw.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     deps = OpenAIAgentsInstrumentor().instrumentation_dependencies()
-    assert tuple(deps) == ("openai-agents >= 0.20.0, < 0.25",)
+    assert tuple(deps) == ("openai-agents >= 0.20.0, < 0.26",)
     assert get_dependency_conflicts(deps) is None

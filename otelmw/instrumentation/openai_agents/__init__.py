@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK (``openai-agents`` 0.24) on the otelmw pipeline
+"""The OpenAI Agents SDK (``openai-agents`` 0.20 to 0.25) on the otelmw pipeline
 (``otelmw_openai_agents``).
 
 * ``runs``: ``Runner.run``/``run_sync``/``run_streamed`` → one ``invoke_agent

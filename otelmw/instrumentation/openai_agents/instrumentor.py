@@ -15,7 +15,7 @@ class OpenAIAgentsInstrumentor(OtelmwInstrumentor):
     """``otelmw_openai_agents`` (see the package docstring)."""
 
     root_module = "agents"
-    dependencies = ("openai-agents >= 0.20.0, < 0.25",)
+    dependencies = ("openai-agents >= 0.20.0, < 0.26",)
 
     def targets(self) -> list[tuple[str, str, Wrapper]]:
         return [
