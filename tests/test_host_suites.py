@@ -135,6 +135,47 @@ SUITES = {
         "tests/strands/hooks/__init__.py",
         "tests/strands/tools/__init__.py",
     )),
+    # LangChain's create_agent middleware tests (wrap_model_call, wrap_tool_call,
+    # composition, overrides), system message and response format tests, on its fake
+    # tool-calling chat model. Not chosen: middleware/core/test_tools.py, whose
+    # test_unknown_tool_raises_error fails under otelmw (create_agent skips its check of
+    # tools a middleware adds when any middleware has a wrap_tool_call, and otelmw's
+    # has one), and the files needing pytest-asyncio, syrupy or the unit tests' conftest
+    # (blockbuster, vcr, langchain-tests).
+    "langchain": HostSuite("langchain", "langchain", tuple(
+        f"tests/unit_tests/agents/{name}.py" for name in (
+            "middleware/core/test_composition",
+            "middleware/core/test_overrides",
+            "middleware/core/test_wrap_model_call",
+            "middleware/core/test_wrap_tool_call",
+            "test_system_message",
+            "test_response_format",
+        )), 150, support=(
+        "tests/__init__.py",
+        "tests/unit_tests/__init__.py",
+        "tests/unit_tests/agents/__init__.py",
+        "tests/unit_tests/agents/model.py",
+        "tests/unit_tests/agents/middleware/__init__.py",
+        "tests/unit_tests/agents/middleware/core/__init__.py",
+    ), together=True),
+    # LangGraph's graph callback, tool stream, message stream (a fake chat model in the
+    # nodes), v3 event stream, messages state and runnable tests: graph runs through
+    # Pregel.stream, chat model and tool calls inside them. Not its conftest (it imports
+    # redis, the sqlite and postgres checkpointers and pytest-mock): no file chosen uses
+    # its fixtures.
+    "langgraph": HostSuite("langgraph", "langgraph", (
+        "tests/test_graph_callbacks.py",
+        "tests/test_tool_stream_handler.py",
+        "tests/test_stream_messages_transformer.py",
+        "tests/test_stream_events_v3.py",
+        "tests/test_messages_state.py",
+        "tests/test_runnable.py",
+    ), 130, support=(
+        "tests/__init__.py",
+        "tests/any_str.py",
+        "tests/fake_chat.py",
+        "tests/messages.py",
+    ), together=True),
     "crewai": HostSuite("crewai", "crewai", (
         "tests/hooks/test_interception_conformance.py",
         "tests/hooks/test_llm_hooks.py",
