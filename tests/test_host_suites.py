@@ -65,6 +65,9 @@ class HostSuite:
     files: tuple[str, ...]  # paths inside the sdist, under its top directory
     least_passed: int  # fewer passing tests than this: the run is broken, not equal
     support: tuple[str, ...] = ()  # unpacked beside them, not run: what they import
+    # the same, where the sdist has them (what the files import moved between releases:
+    # a release without one does not import it)
+    support_if_shipped: tuple[str, ...] = ()
     # "installed": the host ships these tests inside its package (paths in the installed
     # distribution), as modules of it with relative imports: they run in place
     source: str = "sdist"
@@ -102,9 +105,9 @@ SUITES = {
     # google-genai's automatic function calling and chat tests (the SDK's mocks of its
     # API client, no network). Those that need recorded replays or Pillow are not chosen,
     # nor those that load pytest-asyncio as a plugin (``pytest_plugins``: chats'
-    # continuation-token and history tests); the few ``@pytest.mark.asyncio`` tests fail
-    # alike in both runs (the suite has no pytest-asyncio: its configuration warning
-    # would reach every otelmw test).
+    # continuation-token and history tests); its few ``@pytest.mark.asyncio`` tests run
+    # under the pytest-asyncio of the ``current`` environment (the OpenAI Agents SDK's
+    # tests need it).
     "google-genai": HostSuite("google-genai", "google-genai", tuple(
         f"google/genai/tests/{name}.py" for name in (
             "afc/test_convert_if_exist_pydantic_model",
@@ -219,6 +222,33 @@ SUITES = {
         "tests/server/__init__.py",
         "tests/server/fastmcp/__init__.py",
     ), together=True, releases="<2"),
+    # The OpenAI Agents SDK's runner tests (agent runs on its fake model: model calls,
+    # function tools, handoffs, sessions, streaming), its agent, run and global hook
+    # tests, tool use behaviour, function tool and tool guardrail tests, with its
+    # conftest (a fake API key, real model clients disabled, its tracing processor).
+    # Most are asyncio tests: pytest-asyncio is pinned in the environments running them.
+    "openai-agents": HostSuite("openai-agents", "openai-agents", tuple(
+        f"tests/{name}.py" for name in (
+            "test_agent_runner",
+            "test_agent_hooks",
+            "test_agent_llm_hooks",
+            "test_run_hooks",
+            "test_global_hooks",
+            "test_tool_use_behavior",
+            "test_function_tool",
+            "test_tool_guardrails",
+        )), 330, support=(
+        "tests/__init__.py",
+        "tests/conftest.py",
+        "tests/testing_processor.py",
+        "tests/test_responses.py",
+        "tests/utils/factories.py",
+        "tests/utils/hitl.py",
+        "tests/utils/simple_session.py",
+    ), support_if_shipped=(
+        "tests/fake_model.py",  # 0.20
+        "tests/model_test_helpers.py",  # 0.24
+    ), together=True),
     "crewai": HostSuite("crewai", "crewai", (
         "tests/hooks/test_interception_conformance.py",
         "tests/hooks/test_llm_hooks.py",
@@ -259,7 +289,9 @@ def unpack_tests(archive: Path, suite: HostSuite, into: Path) -> list[Path]:
     under ``into``; returns the test files."""
     with tarfile.open(archive) as tar:
         top = tar.getnames()[0].split("/", 1)[0]
-        for name in (*suite.support, *suite.files):
+        shipped = set(tar.getnames())
+        optional = [name for name in suite.support_if_shipped if f"{top}/{name}" in shipped]
+        for name in (*suite.support, *optional, *suite.files):
             member = tar.getmember(f"{top}/{name}")
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
