@@ -80,6 +80,8 @@ class HostSuite:
     # the releases these files are chosen from (a version specifier): another release
     # is skipped, another entry for the same host covers it (MCP 1.x and 2.x)
     releases: str = ""
+    # pytest options the host's own configuration sets for these tests (its pyproject)
+    options: tuple[str, ...] = ()
 
 
 SUITES = {
@@ -165,6 +167,30 @@ SUITES = {
         "tests/unit_tests/agents/middleware/__init__.py",
         "tests/unit_tests/agents/middleware/core/__init__.py",
     ), together=True),
+    # langchain-core's chat model tests (BaseChatModel invoke/stream/batch, sync and
+    # async, its cache), its tool tests (BaseTool run/arun, schemas, errors) and its
+    # callback tests: the model and tool seams otelmw_langchain wraps. Its asyncio tests
+    # are unmarked (its configuration's asyncio_mode=auto, pytest-asyncio). Not its
+    # conftest (blockbuster, pytest-mock). Run where the langchain host's tests run.
+    "langchain-core": HostSuite("langchain", "langchain-core", tuple(
+        f"tests/unit_tests/{name}.py" for name in (
+            "language_models/chat_models/test_base",
+            "language_models/chat_models/test_cache",
+            "test_tools",
+            "callbacks/test_handle_event",
+            "callbacks/test_usage_callback",
+            "fake/test_fake_chat_model",
+        )), 230, support=(
+        "tests/__init__.py",
+        "tests/unit_tests/__init__.py",
+        "tests/unit_tests/stubs.py",
+        "tests/unit_tests/pydantic_utils.py",
+        "tests/unit_tests/fake/__init__.py",
+        "tests/unit_tests/fake/callbacks.py",
+        "tests/unit_tests/language_models/__init__.py",
+        "tests/unit_tests/language_models/chat_models/__init__.py",
+        "tests/unit_tests/callbacks/__init__.py",
+    ), together=True, options=("-o", "asyncio_mode=auto")),
     # LangGraph's graph callback, tool stream, message stream (a fake chat model in the
     # nodes), v3 event stream, messages state and runnable tests: graph runs through
     # Pregel.stream, chat model and tool calls inside them. Not its conftest (it imports
@@ -340,7 +366,7 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 
 def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: str,
-              in_place: bool = False) -> dict[str, str]:
+              in_place: bool = False, options: tuple[str, ...] = ()) -> dict[str, str]:
     """Test files in an interpreter of their own (under ``otelmw run``, or not).
     ``in_place``: a module of the installed host package, imported by its package name
     (``google`` is a namespace package: without the option pytest names the module
@@ -354,7 +380,8 @@ def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: st
                   # ids name their modules (``google/genai/tests/afc/...``)
                   "--rootdir", str(site_packages(test_files[0]) if in_place else workdir),
                   "-p", "no:randomly",
-                  *(["-o", "consider_namespace_packages=true"] if in_place else [])]
+                  *(["-o", "consider_namespace_packages=true"] if in_place else []),
+                  *options]
     otelmw = Path(sys.executable).parent / "otelmw"
     command = [str(otelmw), "run", "--", *pytest_cmd] if under_otelmw else pytest_cmd
     env = {k: v for k, v in os.environ.items()
@@ -384,8 +411,9 @@ def test_host_tests_have_the_same_outcomes_under_otelmw(host: str, tmp_path: Pat
     plain: dict[str, str] = {}
     instrumented: dict[str, str] = {}
     for group in [files] if suite.together else [[test_file] for test_file in files]:
-        plain.update(run_files(group, tmp_path, False, "plain", in_place))
-        instrumented.update(run_files(group, tmp_path, True, "otelmw", in_place))
+        plain.update(run_files(group, tmp_path, False, "plain", in_place, suite.options))
+        instrumented.update(run_files(group, tmp_path, True, "otelmw", in_place,
+                                      suite.options))
     differ = {test_id: (plain.get(test_id), instrumented.get(test_id))
               for test_id in plain.keys() | instrumented.keys()
               if plain.get(test_id) != instrumented.get(test_id)}
