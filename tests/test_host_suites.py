@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pytest
 from _support.components import unavailable
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,9 @@ class HostSuite:
     files: tuple[str, ...]  # paths inside the sdist, under its top directory
     least_passed: int  # fewer passing tests than this: the run is broken, not equal
     support: tuple[str, ...] = ()  # unpacked beside them, not run: what they import
+    # the same, where the sdist has them (what the files import moved between releases:
+    # a release without one does not import it)
+    support_if_shipped: tuple[str, ...] = ()
     # "installed": the host ships these tests inside its package (paths in the installed
     # distribution), as modules of it with relative imports: they run in place
     source: str = "sdist"
@@ -73,6 +77,11 @@ class HostSuite:
     # "installed": a release known to ship the files; an older one without them is
     # skipped (google-genai 1.32.0, the floor in hosts-oldest, ships no tests)
     shipped_in: str = ""
+    # the releases these files are chosen from (a version specifier): another release
+    # is skipped, another entry for the same host covers it (MCP 1.x and 2.x)
+    releases: str = ""
+    # pytest options the host's own configuration sets for these tests (its pyproject)
+    options: tuple[str, ...] = ()
 
 
 SUITES = {
@@ -98,9 +107,9 @@ SUITES = {
     # google-genai's automatic function calling and chat tests (the SDK's mocks of its
     # API client, no network). Those that need recorded replays or Pillow are not chosen,
     # nor those that load pytest-asyncio as a plugin (``pytest_plugins``: chats'
-    # continuation-token and history tests); the few ``@pytest.mark.asyncio`` tests fail
-    # alike in both runs (the suite has no pytest-asyncio: its configuration warning
-    # would reach every otelmw test).
+    # continuation-token and history tests); its few ``@pytest.mark.asyncio`` tests run
+    # under the pytest-asyncio of the ``current`` environment (the OpenAI Agents SDK's
+    # tests need it).
     "google-genai": HostSuite("google-genai", "google-genai", tuple(
         f"google/genai/tests/{name}.py" for name in (
             "afc/test_convert_if_exist_pydantic_model",
@@ -135,6 +144,137 @@ SUITES = {
         "tests/strands/hooks/__init__.py",
         "tests/strands/tools/__init__.py",
     )),
+    # LangChain's create_agent middleware tests (wrap_model_call, wrap_tool_call,
+    # composition, overrides), system message and response format tests, on its fake
+    # tool-calling chat model. Not chosen: middleware/core/test_tools.py, whose
+    # test_unknown_tool_raises_error fails under otelmw (create_agent skips its check of
+    # tools a middleware adds when any middleware has a wrap_tool_call, and otelmw's
+    # has one), and the files needing pytest-asyncio, syrupy or the unit tests' conftest
+    # (blockbuster, vcr, langchain-tests).
+    "langchain": HostSuite("langchain", "langchain", tuple(
+        f"tests/unit_tests/agents/{name}.py" for name in (
+            "middleware/core/test_composition",
+            "middleware/core/test_overrides",
+            "middleware/core/test_wrap_model_call",
+            "middleware/core/test_wrap_tool_call",
+            "test_system_message",
+            "test_response_format",
+        )), 150, support=(
+        "tests/__init__.py",
+        "tests/unit_tests/__init__.py",
+        "tests/unit_tests/agents/__init__.py",
+        "tests/unit_tests/agents/model.py",
+        "tests/unit_tests/agents/middleware/__init__.py",
+        "tests/unit_tests/agents/middleware/core/__init__.py",
+    ), together=True),
+    # langchain-core's chat model tests (BaseChatModel invoke/stream/batch, sync and
+    # async, its cache), its tool tests (BaseTool run/arun, schemas, errors) and its
+    # callback tests: the model and tool seams otelmw_langchain wraps. Its asyncio tests
+    # are unmarked (its configuration's asyncio_mode=auto, pytest-asyncio). Not its
+    # conftest (blockbuster, pytest-mock). Run where the langchain host's tests run.
+    "langchain-core": HostSuite("langchain", "langchain-core", tuple(
+        f"tests/unit_tests/{name}.py" for name in (
+            "language_models/chat_models/test_base",
+            "language_models/chat_models/test_cache",
+            "test_tools",
+            "callbacks/test_handle_event",
+            "callbacks/test_usage_callback",
+            "fake/test_fake_chat_model",
+        )), 230, support=(
+        "tests/__init__.py",
+        "tests/unit_tests/__init__.py",
+        "tests/unit_tests/stubs.py",
+        "tests/unit_tests/pydantic_utils.py",
+        "tests/unit_tests/fake/__init__.py",
+        "tests/unit_tests/fake/callbacks.py",
+        "tests/unit_tests/language_models/__init__.py",
+        "tests/unit_tests/language_models/chat_models/__init__.py",
+        "tests/unit_tests/callbacks/__init__.py",
+    ), together=True, options=("-o", "asyncio_mode=auto")),
+    # LangGraph's graph callback, tool stream, message stream (a fake chat model in the
+    # nodes), v3 event stream, messages state and runnable tests: graph runs through
+    # Pregel.stream, chat model and tool calls inside them. Not its conftest (it imports
+    # redis, the sqlite and postgres checkpointers and pytest-mock): no file chosen uses
+    # its fixtures.
+    "langgraph": HostSuite("langgraph", "langgraph", (
+        "tests/test_graph_callbacks.py",
+        "tests/test_tool_stream_handler.py",
+        "tests/test_stream_messages_transformer.py",
+        "tests/test_stream_events_v3.py",
+        "tests/test_messages_state.py",
+        "tests/test_runnable.py",
+    ), 130, support=(
+        "tests/__init__.py",
+        "tests/any_str.py",
+        "tests/fake_chat.py",
+        "tests/messages.py",
+    ), together=True),
+    # The MCP SDK's client callback tests (sampling, logging, roots, elicitation, output
+    # schema validation: a client calling a server's tools in memory) and its server
+    # tool manager, tool annotation and validation tests, for each major line (their
+    # files differ). Not chosen: those needing inline-snapshot, dirty-equals or logfire
+    # (the root conftest's span capture), nor the conftest fixtures.
+    "mcp": HostSuite("mcp", "mcp", tuple(f"tests/{name}.py" for name in (
+        "client/test_sampling_callback",
+        "client/test_logging_callback",
+        "client/test_list_roots_callback",
+        "client/test_output_schema_validation",
+        "server/mcpserver/test_tool_manager",
+        "server/mcpserver/test_elicitation",
+        "server/mcpserver/test_url_elicitation",
+        "server/test_validation",
+        "server/test_lowlevel_tool_annotations",
+    )), 85, support=(
+        "tests/__init__.py",
+        "tests/client/__init__.py",
+        "tests/server/__init__.py",
+        "tests/server/mcpserver/__init__.py",
+    ), together=True, releases=">=2"),
+    "mcp1": HostSuite("mcp", "mcp", tuple(f"tests/{name}.py" for name in (
+        "client/test_sampling_callback",
+        "client/test_logging_callback",
+        "client/test_list_roots_callback",
+        "client/test_output_schema_validation",
+        "server/fastmcp/test_tool_manager",
+        "server/fastmcp/test_elicitation",
+        "server/fastmcp/test_url_elicitation",
+        "server/test_validation",
+        "server/test_lowlevel_tool_annotations",
+        "server/test_lowlevel_input_validation",
+        "server/test_lowlevel_output_validation",
+    )), 100, support=(
+        "tests/__init__.py",
+        "tests/client/__init__.py",
+        "tests/server/__init__.py",
+        "tests/server/fastmcp/__init__.py",
+    ), together=True, releases="<2"),
+    # The OpenAI Agents SDK's runner tests (agent runs on its fake model: model calls,
+    # function tools, handoffs, sessions, streaming), its agent, run and global hook
+    # tests, tool use behaviour, function tool and tool guardrail tests, with its
+    # conftest (a fake API key, real model clients disabled, its tracing processor).
+    # Most are asyncio tests: pytest-asyncio is pinned in the environments running them.
+    "openai-agents": HostSuite("openai-agents", "openai-agents", tuple(
+        f"tests/{name}.py" for name in (
+            "test_agent_runner",
+            "test_agent_hooks",
+            "test_agent_llm_hooks",
+            "test_run_hooks",
+            "test_global_hooks",
+            "test_tool_use_behavior",
+            "test_function_tool",
+            "test_tool_guardrails",
+        )), 330, support=(
+        "tests/__init__.py",
+        "tests/conftest.py",
+        "tests/testing_processor.py",
+        "tests/test_responses.py",
+        "tests/utils/factories.py",
+        "tests/utils/hitl.py",
+        "tests/utils/simple_session.py",
+    ), support_if_shipped=(
+        "tests/fake_model.py",  # 0.20
+        "tests/model_test_helpers.py",  # 0.24
+    ), together=True),
     "crewai": HostSuite("crewai", "crewai", (
         "tests/hooks/test_interception_conformance.py",
         "tests/hooks/test_llm_hooks.py",
@@ -145,12 +285,17 @@ SUITES = {
 }
 
 
-def sdist(suite: HostSuite) -> Path:
-    """The host's sdist at its installed version, downloaded once into the cache."""
+def release(suite: HostSuite) -> str:
+    """The installed version of the host's distribution."""
     try:
-        version = metadata.version(suite.distribution)
+        return metadata.version(suite.distribution)
     except metadata.PackageNotFoundError:
         unavailable(f"{suite.distribution} (installed)")
+
+
+def sdist(suite: HostSuite) -> Path:
+    """The host's sdist at its installed version, downloaded once into the cache."""
+    version = release(suite)
     stem = f"{suite.distribution.replace('-', '_')}-{version}"
     path = CACHE / f"{stem}.tar.gz"
     if not path.exists():
@@ -170,7 +315,9 @@ def unpack_tests(archive: Path, suite: HostSuite, into: Path) -> list[Path]:
     under ``into``; returns the test files."""
     with tarfile.open(archive) as tar:
         top = tar.getnames()[0].split("/", 1)[0]
-        for name in (*suite.support, *suite.files):
+        shipped = set(tar.getnames())
+        optional = [name for name in suite.support_if_shipped if f"{top}/{name}" in shipped]
+        for name in (*suite.support, *optional, *suite.files):
             member = tar.getmember(f"{top}/{name}")
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -219,7 +366,7 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 
 def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: str,
-              in_place: bool = False) -> dict[str, str]:
+              in_place: bool = False, options: tuple[str, ...] = ()) -> dict[str, str]:
     """Test files in an interpreter of their own (under ``otelmw run``, or not).
     ``in_place``: a module of the installed host package, imported by its package name
     (``google`` is a namespace package: without the option pytest names the module
@@ -233,7 +380,8 @@ def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: st
                   # ids name their modules (``google/genai/tests/afc/...``)
                   "--rootdir", str(site_packages(test_files[0]) if in_place else workdir),
                   "-p", "no:randomly",
-                  *(["-o", "consider_namespace_packages=true"] if in_place else [])]
+                  *(["-o", "consider_namespace_packages=true"] if in_place else []),
+                  *options]
     otelmw = Path(sys.executable).parent / "otelmw"
     command = [str(otelmw), "run", "--", *pytest_cmd] if under_otelmw else pytest_cmd
     env = {k: v for k, v in os.environ.items()
@@ -249,17 +397,23 @@ def run_files(test_files: list[Path], workdir: Path, under_otelmw: bool, tag: st
     return outcomes(junit)
 
 
-@pytest.mark.parametrize("host", [pytest.param(name, marks=pytest.mark.host(name))
-                                  for name in sorted(SUITES)])
+@pytest.mark.parametrize("host", [pytest.param(name, marks=pytest.mark.host(suite.host))
+                                  for name, suite in sorted(SUITES.items())])
 def test_host_tests_have_the_same_outcomes_under_otelmw(host: str, tmp_path: Path) -> None:
     suite = SUITES[host]
+    if suite.releases:
+        version = release(suite)
+        if version not in SpecifierSet(suite.releases):
+            pytest.skip(f"{suite.distribution} {version}: these files are chosen from its "
+                        f"releases {suite.releases} (another entry has its own)")
     in_place = suite.source == "installed"
     files = installed_tests(suite) if in_place else unpack_tests(sdist(suite), suite, tmp_path)
     plain: dict[str, str] = {}
     instrumented: dict[str, str] = {}
     for group in [files] if suite.together else [[test_file] for test_file in files]:
-        plain.update(run_files(group, tmp_path, False, "plain", in_place))
-        instrumented.update(run_files(group, tmp_path, True, "otelmw", in_place))
+        plain.update(run_files(group, tmp_path, False, "plain", in_place, suite.options))
+        instrumented.update(run_files(group, tmp_path, True, "otelmw", in_place,
+                                      suite.options))
     differ = {test_id: (plain.get(test_id), instrumented.get(test_id))
               for test_id in plain.keys() | instrumented.keys()
               if plain.get(test_id) != instrumented.get(test_id)}

@@ -161,9 +161,11 @@ NORMALIZER = LangChainResultNormalizer()
 
 
 def _is_host_result(value: Any) -> bool:
-    from langchain_core.messages import ToolMessage
+    # what BaseTool returns as it is for a tool call (its _format_output): a
+    # ToolOutputMixin (ToolMessage, LangGraph's Command, a tool's own output class)
+    from langchain_core.messages.tool import ToolOutputMixin
 
-    return isinstance(value, ToolMessage | list) or type(value).__name__ == "Command"
+    return isinstance(value, ToolOutputMixin | list)
 
 
 def host_result(answer: Any, run: ToolRun, tool_call: dict[str, Any] | None) -> Any:
