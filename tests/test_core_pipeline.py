@@ -393,11 +393,12 @@ def test_named_call_constructors_set_every_field_as_the_keyword_built_record() -
 
 
 # ------------------------------------------------ each stage's own kwargs dict
-# The request stage and the execution chain each build a kwargs dict of their own
-# from the call's (nothing one stage sets reaches another through a shared dict);
-# every callback gets its own copy (``**kw``), so a callback that mutates its kwargs
-# changes nothing another sees; each stage and hook point sees exactly its own keys;
-# the host's request is never touched.
+# The request stage and then the execution chain extend one kwargs dict in turn with
+# their own keys: the call's, or a copy of them when hook payloads are built from those
+# (hook points with callbacks, or an observer that hears every hook point). Every
+# callback gets its own copy (``**kw``), so a callback that mutates its kwargs changes
+# nothing another sees; each stage and hook point sees exactly its own keys; the host's
+# request is never touched.
 
 LLM_BASE = {*COMMON, "api_request_id", "provider", "model", "api_mode"}
 TOOL_BASE = {*COMMON, "api_request_id", "tool_name", "tool_call_id"}
@@ -485,4 +486,81 @@ def test_a_callback_mutating_its_kwargs_changes_nothing_another_stage_sees(
     # Nothing was rewritten: the base call got the host's own objects, untouched.
     assert base_got[0] is request and base_got[1] is args
     assert request == request_before and args == args_before
+    assert p.failures.total() == 0
+
+
+class HookPayloads:
+    """An observer that hears every hook point (``hook_events`` ``all``) and keeps the
+    keys of each payload it is handed; otherwise silent."""
+
+    hook_events = "all"
+
+    def __init__(self) -> None:
+        self.keys: dict[str, set[str]] = {}
+
+    def call_started(self, call: CallInfo, payload: Any) -> None:
+        return None
+
+    def call_finished(self, call: CallInfo, result: Any, error: BaseException | None) -> Any:
+        return result
+
+    def request_rewritten(self, call: CallInfo, request: Any) -> None:
+        pass
+
+    def rewrite_started(self, *args: Any) -> None:
+        return None
+
+    def rewrite_finished(self, *args: Any) -> None:
+        pass
+
+    def wrapper_started(self, *args: Any) -> None:
+        return None
+
+    def wrapper_finished(self, *args: Any) -> None:
+        pass
+
+    def tool_result(self, *args: Any) -> None:
+        pass
+
+    def hook_fired(self, call: CallInfo, hook_name: str, payload: dict[str, Any],
+                   failed: int) -> None:
+        self.keys[hook_name] = set(payload)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hook_payloads_without_callbacks_carry_no_stage_keys(mode: str) -> None:
+    """Hook points without callbacks, heard by an observer (``hook_events`` ``all``):
+    their payloads are built from the call's kwargs, which the stages then must not
+    extend (they extend a copy), whatever the layers rewrite."""
+    p = Pipeline()
+    observer = HookPayloads()
+    p.observer = observer  # type: ignore[assignment]
+    seen: dict[str, list[tuple[str, set[str], Any]]] = {}
+    kinds = ["llm_request", "llm_execution", "tool_request", "tool_execution"]
+    register_vandals(p, kinds, [], seen)
+    p.registry.add_middleware(  # a rewrite too: the stages' dict holds its payload
+        "llm_request", lambda **kw: {"request": {**kw["request"], "model": "m2"}},
+        plugin=PLUGIN)
+
+    def scenario() -> None:
+        with runtime_context(session_id="sess-1", task_id="task-1", turn_id="turn-1"):
+            if mode == "sync":
+                p.run_llm({"model": "m"}, lambda r: "ok")
+                p.run_tool("web_search", {"q": "x"}, lambda a: "found", tool_call_id="call-1")
+            else:
+                async def both() -> None:
+                    await p.arun_llm({"model": "m"}, lambda r: "ok")
+                    await p.arun_tool("web_search", {"q": "x"}, lambda a: "found",
+                                      tool_call_id="call-1")
+
+                asyncio.run(both())
+
+    in_fresh_context(scenario)
+    assert sorted(observer.keys) == sorted(
+        ["pre_api_request", "post_api_request", *TOOL_HOOKS])
+    for hook_name, keys in observer.keys.items():
+        assert keys == STAGE_KEYS[hook_name], hook_name
+    for label, records in seen.items():
+        for who, keys, _ in records:
+            assert keys == STAGE_KEYS[label], (label, who)
     assert p.failures.total() == 0

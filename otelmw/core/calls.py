@@ -46,6 +46,7 @@ from .contract import (
     TOOL_REQUEST,
     TRANSFORM_TOOL_RESULT,
     CallInfo,
+    current_llm_call,
     current_runtime_context,
     link_model_call,
     make_trace_entry,
@@ -120,6 +121,12 @@ def refuse_awaitable(value: Any, message: str) -> NoReturn:
 #   / ``{"args": ...}`` (+ optional ``source``/``reason``) replaces the payload and
 #   adds a trace entry; ``None`` is no change; anything else is a failure.
 # * Every failure is fail-open, counted and warned once (``FailureLog``).
+#
+# The stages' kwargs: the request stage and then the execution chain extend one dict in
+# turn with their own keys — the call's kwargs (``CallInfo.as_kwargs``) themselves when
+# no hook payload is built from those, else a copy (a dict copy the less per call with
+# layers: benchmark 2b). Each callee gets a copy at call time (``callback(**kw)``), so
+# what a later stage adds changes nothing a callback got.
 # --------------------------------------------------------------------------------------
 
 _TRACE_KEYS = frozenset({"source", "reason", "name"})
@@ -593,9 +600,6 @@ class LLMCallPipeline(Protocol):
     failures: FailureLog
     observer: PipelineObserver | None
 
-    def _llm_prepare(self, call: CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
-                     ) -> tuple[Any, dict[str, Any], bool]: ...
-
     def _api_payload(self, call: CallInfo, kw: dict[str, Any], effective: Any,
                      started: float) -> dict[str, Any]: ...
 
@@ -637,16 +641,19 @@ class ToolCallPipeline(Protocol):
 # --------------------------------------------------------------------------------------
 
 async def request_stage(kind: str, layers: tuple[Layer, ...], call: CallInfo, payload: Any,
-                        original: Any, call_kw: dict[str, Any], obs: PipelineObserver | None,
+                        original: Any, kw: dict[str, Any], obs: PipelineObserver | None,
                         failures: FailureLog) -> Any:
-    """Apply request middleware; returns the effective (frozen) payload. ``call_kw``: the
-    call's own kwargs (not changed here); the stage's kwargs are a dict of its own, with
-    the payload keys (each callee gets a copy). In an asynchronous call a callback may be
-    ``async def``; in a synchronous one what it returns is refused."""
+    """Apply request middleware; returns the effective (frozen) payload. ``kw``: the
+    stages' kwargs (see the rules above), which it extends with the payload keys. In an
+    asynchronous call a callback may be ``async def``; in a synchronous one what it
+    returns is refused."""
     key = PAYLOAD_KEY[kind]
-    kw = {**call_kw, ORIGINAL_KEY[key]: original, key: payload}
+    kw[ORIGINAL_KEY[key]] = original
+    kw[key] = payload
     step: RewriteStep | None = None
-    for pos, layer in enumerate(layers):
+    pos = -1  # (counted here: no enumerate object per call, benchmark 2b)
+    for layer in layers:
+        pos += 1
         token = obs.rewrite_started(call, layer, pos, kw[key]) if obs is not None else None
         err: BaseException | None = None
         try:
@@ -792,9 +799,10 @@ async def execution_chain(layers: tuple[Layer, ...], call: CallInfo, key: str, p
                           chain_kw: dict[str, Any], terminal: Callable[[Any], Any],
                           obs: PipelineObserver | None, failures: FailureLog) -> Any:
     """Run ``terminal(payload)`` (a base call of this module) inside the nested execution
-    chain. ``chain_kw``: the chain's own kwargs, built for it by the caller; the chain
-    sets ``key`` and ``next_call`` in it per layer (``callback(**kw)`` hands each callee
-    its own copy at call time, so inner layers rebinding keys is harmless). In an
+    chain. ``chain_kw``: the stages' kwargs (the request stage's rules), with the original
+    added by the caller; the chain sets ``key`` and ``next_call`` in them per layer
+    (``callback(**kw)`` hands each callee its own copy at call time, so inner layers
+    rebinding keys is harmless). In an
     asynchronous call callbacks may be ``async def`` and ``next_call`` returns an
     awaitable (a sync callback may simply return it)."""
     base, entry = Frame(), Frame()
@@ -898,7 +906,11 @@ async def llm_call(pipe: LLMCallPipeline, call: CallInfo, request: Any,
     staged = pipe.registry.llm_active or all_hook_events(obs)
     # Middleware and hooks run outside the request: a model call they make is its own
     # (``llm_base_call`` makes ``call`` current).
-    token = set_current_llm_call(None if staged else call)
+    token: contextvars.Token[CallInfo | None] | None = None
+    if not staged:
+        token = set_current_llm_call(call)
+    elif current_llm_call() is not None:  # (outside any call already, the usual case,
+        token = set_current_llm_call(None)  # a set and reset the less: benchmark 2b)
     try:
         if staged:
             result = await _llm_stages(pipe, call, request, execute)
@@ -911,7 +923,8 @@ async def llm_call(pipe: LLMCallPipeline, call: CallInfo, request: Any,
             obs.call_finished(call, None, exc)
         raise
     finally:
-        reset_current_llm_call(token)
+        if token is not None:
+            reset_current_llm_call(token)
     return obs.call_finished(call, result, None) if obs is not None else result
 
 
@@ -921,11 +934,17 @@ async def _llm_stages(pipe: LLMCallPipeline, call: CallInfo, request: Any,
     call, ``post_api_request`` | ``api_request_error``."""
     obs, failures = pipe.observer, pipe.failures
     mw, hk = pipe.registry.tables()
-    original, kw, hooked = pipe._llm_prepare(call, request, hk)
+    hooked = bool(hk[PRE_API_REQUEST] or hk[POST_API_REQUEST]
+                  or hk[API_REQUEST_ERROR]) or all_hook_events(obs)
+    # The frozen original only when middleware can see it (hook events alone do not);
+    # the call's kwargs as the call opened (a rewrite's model is not theirs).
+    original = freeze(request) if pipe.registry.llm_active else request
+    kw = call.as_kwargs()
+    stage_kw = {**kw} if hooked else kw  # hook payloads are built from ``kw``
     effective = original
     if mw[LLM_REQUEST]:
         effective = await request_stage(LLM_REQUEST, mw[LLM_REQUEST], call, original,
-                                        original, kw, obs, failures)
+                                        original, stage_kw, obs, failures)
         if effective is not original:
             call.request_sent(effective)
             if obs is not None:
@@ -937,10 +956,10 @@ async def _llm_stages(pipe: LLMCallPipeline, call: CallInfo, request: Any,
     layers = mw[LLM_EXECUTION]
     try:
         if layers:
-            chain_kw = {**kw, "original_request": original,
-                        "middleware_trace": call.trace_view()}
+            stage_kw["original_request"] = original  # (set already after a request stage)
+            stage_kw["middleware_trace"] = call.trace_view()
             result = await execution_chain(
-                layers, call, "request", effective, chain_kw,
+                layers, call, "request", effective, stage_kw,
                 partial(llm_base_call, execute, request, original, call, obs), obs, failures)
         else:
             result = await llm_base_call(execute, request, original, call, obs, effective)
@@ -995,10 +1014,11 @@ async def _tool_stages(pipe: ToolCallPipeline, call: CallInfo, args: Any,
             raise
         return refused.model_result
     pre_hooked, post_hooked = hook_points_wanted(hk, obs)
+    stage_kw = {**kw} if pre_hooked or post_hooked else kw  # (as in ``_llm_stages``)
     effective = original
     if mw[TOOL_REQUEST]:
         effective = await request_stage(TOOL_REQUEST, mw[TOOL_REQUEST], call, original,
-                                        original, kw, obs, failures)
+                                        original, stage_kw, obs, failures)
     blocked = None
     if pre_hooked:
         blocked = first(await hook_point(
@@ -1012,8 +1032,9 @@ async def _tool_stages(pipe: ToolCallPipeline, call: CallInfo, args: Any,
         layers = mw[TOOL_EXECUTION]
         try:
             if layers:
+                stage_kw["original_args"] = original  # (set already after a request stage)
                 raw = await execution_chain(
-                    layers, call, "args", effective, {**kw, "original_args": original},
+                    layers, call, "args", effective, stage_kw,
                     partial(tool_base_call, execute, parsed, original, elapsed, in_flight),
                     obs, failures)
             else:

@@ -374,22 +374,20 @@ class CallInfo:
         return view
 
     def as_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {
-            "telemetry_schema_version": TELEMETRY_SCHEMA_VERSION,
-            "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
-            "session_id": self.session_id,
-            "task_id": self.task_id,
-            "turn_id": self.turn_id,
-            "api_request_id": self.api_request_id,
-        }
+        """The runtime-context fields every callback receives, in a new dict (the stages
+        add their payload keys to it). One literal per kind of call: ≈ 0.5k instructions
+        less than setting the last keys after (benchmark 2b)."""
         if self.operation == "chat":
-            kw["provider"] = self.provider
-            kw["model"] = self.model
-            kw["api_mode"] = self.api_mode
-        else:
-            kw["tool_name"] = self.tool_name
-            kw["tool_call_id"] = self.tool_call_id
-        return kw
+            return {"telemetry_schema_version": TELEMETRY_SCHEMA_VERSION,
+                    "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
+                    "session_id": self.session_id, "task_id": self.task_id,
+                    "turn_id": self.turn_id, "api_request_id": self.api_request_id,
+                    "provider": self.provider, "model": self.model, "api_mode": self.api_mode}
+        return {"telemetry_schema_version": TELEMETRY_SCHEMA_VERSION,
+                "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
+                "session_id": self.session_id, "task_id": self.task_id,
+                "turn_id": self.turn_id, "api_request_id": self.api_request_id,
+                "tool_name": self.tool_name, "tool_call_id": self.tool_call_id}
 
 
 def make_trace_entry(

@@ -26,15 +26,11 @@ from .calls import (
     BLOCKED_KEY,
     RefusedArguments,
     ToolArgumentsError,
-    all_hook_events,
     isawaitable,
     parse_arguments,
 )
 from .contract import (
-    API_REQUEST_ERROR,
     NATIVE_RUNTIME_IDS,
-    POST_API_REQUEST,
-    PRE_API_REQUEST,
     CallInfo,
     RuntimeContext,
     TurnMark,
@@ -52,7 +48,7 @@ from .contract import (
 )
 from .failures import MEMORY, FailureLog, describe, safe_str
 from .payloads import freeze
-from .registry import Layer, LayerRegistry
+from .registry import LayerRegistry
 from .results import (
     MemoryAdapter,
     MiddlewareContext,
@@ -178,17 +174,6 @@ class LLMCalls:
             if obs is not None:
                 obs.request_rewritten(call, request)
         return await calls.llm_call(self, call, request, execute)
-
-
-    def _llm_prepare(self, call: CallInfo, request: Any, hk: dict[str, tuple[Layer, ...]]
-                     ) -> tuple[Any, dict[str, Any], bool]:
-        """(the original as middleware sees it, the call's kwargs — each stage and hook
-        payload builds its own dict from them —, whether hook payloads are built)."""
-        hooked = bool(hk[PRE_API_REQUEST] or hk[POST_API_REQUEST]
-                      or hk[API_REQUEST_ERROR]) or all_hook_events(self.observer)
-        # Frozen original only when middleware can see it (hook events alone do not).
-        original = freeze(request) if self.registry.llm_active else request
-        return original, call.as_kwargs(), hooked
 
     @staticmethod
     def _error_payload(payload: dict[str, Any], exc: BaseException) -> dict[str, Any]:
