@@ -144,29 +144,32 @@ SUITES = {
         "tests/strands/hooks/__init__.py",
         "tests/strands/tools/__init__.py",
     )),
-    # LangChain's create_agent middleware tests (wrap_model_call, wrap_tool_call,
-    # composition, overrides), system message and response format tests, on its fake
-    # tool-calling chat model. Not chosen: middleware/core/test_tools.py, whose
-    # test_unknown_tool_raises_error fails under otelmw (create_agent skips its check of
-    # tools a middleware adds when any middleware has a wrap_tool_call, and otelmw's
-    # has one), and the files needing pytest-asyncio, syrupy or the unit tests' conftest
-    # (blockbuster, vcr, langchain-tests).
+    # LangChain's create_agent middleware tests (wrap_model_call, wrap_tool_call, sync
+    # and async wrappers, composition, overrides, the tools a request names and the
+    # unknown-tool check, dynamic tools), its tool validation,
+    # system message and response format tests, on its fake tool-calling chat model
+    # (async tests: its configuration's asyncio_mode=auto). Not chosen: the files
+    # needing syrupy or the unit tests' conftest (blockbuster, vcr, langchain-tests).
     "langchain": HostSuite("langchain", "langchain", tuple(
         f"tests/unit_tests/agents/{name}.py" for name in (
             "middleware/core/test_composition",
             "middleware/core/test_overrides",
             "middleware/core/test_wrap_model_call",
             "middleware/core/test_wrap_tool_call",
+            "middleware/core/test_sync_async_wrappers",
+            "middleware/core/test_tools",
+            "middleware/core/test_dynamic_tools",
+            "test_create_agent_tool_validation",
             "test_system_message",
             "test_response_format",
-        )), 150, support=(
+        )), 180, support=(
         "tests/__init__.py",
         "tests/unit_tests/__init__.py",
         "tests/unit_tests/agents/__init__.py",
         "tests/unit_tests/agents/model.py",
         "tests/unit_tests/agents/middleware/__init__.py",
         "tests/unit_tests/agents/middleware/core/__init__.py",
-    ), together=True),
+    ), together=True, options=("-o", "asyncio_mode=auto")),
     # langchain-core's chat model tests (BaseChatModel invoke/stream/batch, sync and
     # async, its cache), its tool tests (BaseTool run/arun, schemas, errors) and its
     # callback tests: the model and tool seams otelmw_langchain wraps. Its asyncio tests

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
 from .._base import OtelmwInstrumentor, Wrapper
-from .middleware import create_agent
+from .middleware import create_agent, tool_node_init
 from .results import NORMALIZER
 from .seams import agenerate_with_cache, generate_with_cache, tool_arun_seam, tool_run_seam
 from .turns import graph_astream, graph_stream
@@ -23,6 +23,7 @@ logger = logging.getLogger("otelmw")
 
 _CHAT = "langchain_core.language_models.chat_models"
 _PREGEL = "langgraph.pregel.main"
+_TOOL_NODE = "langgraph.prebuilt.tool_node"  # create_agent's tool node (otelmw's wrapper)
 
 
 class Part(NamedTuple):
@@ -36,7 +37,8 @@ class Part(NamedTuple):
 AGENT_REQUIREMENT = "langchain >= 1.3.0, < 2"
 GRAPH_REQUIREMENT = "langgraph >= 1.2.0, < 2"
 PART_REQUIREMENTS: dict[str, Part] = {
-    AGENT_REQUIREMENT: Part("create_agent", ("langchain.agents.factory", "langchain.agents")),
+    AGENT_REQUIREMENT: Part("create_agent", ("langchain.agents.factory", "langchain.agents",
+                                             _TOOL_NODE)),
     GRAPH_REQUIREMENT: Part("graph runs (turns)", (_PREGEL,)),
 }
 _warned: set[str] = set()
@@ -70,6 +72,7 @@ class LangChainInstrumentor(OtelmwInstrumentor):
         every: list[tuple[str, str, Wrapper]] = [
             ("langchain.agents.factory", "create_agent", create_agent),
             ("langchain.agents", "create_agent", create_agent),
+            (_TOOL_NODE, "ToolNode.__init__", tool_node_init),
             (_PREGEL, "Pregel.stream", graph_stream),
             (_PREGEL, "Pregel.astream", graph_astream),
             (_CHAT, "BaseChatModel._generate_with_cache", generate_with_cache),

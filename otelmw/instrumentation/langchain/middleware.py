@@ -1,24 +1,30 @@
 """otelmw's own ``AgentMiddleware``, added last (innermost) to every
-``langchain.agents.create_agent``: it sees the request the user's middleware produced,
-and each call of its handler (a user middleware may retry) is one call through the
-pipeline.
+``langchain.agents.create_agent``, and its tool wrapper, innermost in the agent's
+``ToolNode``: each sees the request the user's middleware produced, and each call of its
+handler (a user middleware may retry) is one call through the pipeline.
 
-* ``wrap_model_call``/``awrap_model_call`` → one ``chat`` call: otelmw's request stage
-  (a rewrite goes back through ``ModelRequest.override``), hook points and execution
-  chain around LangChain's handler, called exactly once per base call.
-* ``wrap_tool_call``/``awrap_tool_call`` → one ``execute_tool`` call: a ``tool_request``
-  rewrite becomes the arguments the tool gets (``ToolCallRequest.override``), a
-  ``pre_tool_call`` block answers ``ToolMessage(status="error")`` without calling the
-  handler, the ``langchain`` normalizer reads the ``ToolMessage``.
+* ``wrap_model_call``/``awrap_model_call`` (the middleware) → one ``chat`` call: otelmw's
+  request stage (a rewrite goes back through ``ModelRequest.override``), hook points and
+  execution chain around LangChain's handler, called exactly once per base call.
+* the tool node's ``wrap_tool_call``/``awrap_tool_call`` → one ``execute_tool`` call: a
+  ``tool_request`` rewrite becomes the arguments the tool gets
+  (``ToolCallRequest.override``), a ``pre_tool_call`` block answers
+  ``ToolMessage(status="error")`` without calling the handler, the ``langchain``
+  normalizer reads the ``ToolMessage``.
 
 ``AgentMiddleware`` itself is never patched: ``create_agent`` tells which hooks a
 middleware has by comparing its class's methods with the base class's, so patching the
-base class would change every user middleware. otelmw's class has the tool hooks only
-when the agent can run tools (with them an agent without tools would get a tool node).
+base class would change every user middleware. otelmw's middleware has no tool hooks:
+with one, ``create_agent`` would decide that a middleware handles tools of its own and
+skip its check of the tools a request names (an unknown tool would no longer raise),
+and would make a tool node for an agent without tools. Instead the tool node
+``create_agent`` makes (only where it makes one) gets otelmw's wrapper composed inside
+the user's middleware chain, through ``ToolNode``'s own ``wrap_tool_call`` parameters.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from ...core import get_pipeline
@@ -71,8 +77,8 @@ def _tool_call_run(request: Any, handler: Any, where: str) -> ToolCallRun:
 
 
 class _ModelHooks:
-    """The model hooks of otelmw's middleware (a mixin of the ``AgentMiddleware``
-    subclasses made in ``middleware_classes``)."""
+    """The hooks of otelmw's middleware (a mixin of the ``AgentMiddleware`` subclass
+    made in ``middleware_class``)."""
 
     @property
     def name(self) -> str:
@@ -115,65 +121,96 @@ class _ModelHooks:
             return out.result
 
 
-class _ToolHooks:
-    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
-        try:
-            tool = _tool_call_run(request, handler, "wrap_tool_call")
-        except Exception as exc:
-            instrumentation_failed("wrap_tool_call", exc)
-            return handler(request)
-        return tool.result(lambda: handler(request))
-
-    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
-        try:
-            tool = _tool_call_run(request, handler, "awrap_tool_call")
-        except Exception as exc:
-            instrumentation_failed("awrap_tool_call", exc)
-            return await handler(request)
-        return await tool.aresult(lambda: handler(request))
+def _wrap_tool(request: Any, handler: Any) -> Any:
+    try:
+        tool = _tool_call_run(request, handler, "wrap_tool_call")
+    except Exception as exc:
+        instrumentation_failed("wrap_tool_call", exc)
+        return handler(request)
+    return tool.result(lambda: handler(request))
 
 
-_classes: tuple[type, type] | None = None
+async def _awrap_tool(request: Any, handler: Any) -> Any:
+    try:
+        tool = _tool_call_run(request, handler, "awrap_tool_call")
+    except Exception as exc:
+        instrumentation_failed("awrap_tool_call", exc)
+        return await handler(request)
+    return await tool.aresult(lambda: handler(request))
 
 
-def middleware_classes() -> tuple[type, type]:
-    """(model hooks only, model and tool hooks): ``AgentMiddleware`` subclasses, made
-    once LangChain's agents module is imported."""
-    global _classes
-    if _classes is None:
+def _inside(outer: Any) -> Any:
+    """A sync tool wrapper: ``outer`` (the user's middleware chain), otelmw innermost."""
+    if outer is None:
+        return _wrap_tool
+    return lambda request, execute: outer(request, lambda req: _wrap_tool(req, execute))
+
+
+def _ainside(outer: Any) -> Any:
+    async def composed(request: Any, execute: Any) -> Any:
+        async def inner(req: Any) -> Any:
+            return await _awrap_tool(req, execute)
+        return await outer(request, inner)
+    return _awrap_tool if outer is None else composed
+
+
+# Set while otelmw's ``create_agent`` runs LangChain's: the ``ToolNode`` made then is
+# the agent's, which gets otelmw's tool wrapper.
+_making_agent: ContextVar[bool] = ContextVar("otelmw_langchain_making_agent", default=False)
+
+_SYNC, _ASYNC = "wrap_tool_call", "awrap_tool_call"
+
+
+def tool_node_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+    """``ToolNode(tools, ..., wrap_tool_call=, awrap_tool_call=)`` made by
+    ``create_agent``: otelmw's tool wrapper innermost in the chain it is given (a sync-only
+    chain stays sync-only: ToolNode runs it in async calls too, otelmw's inside it)."""
+    if not _making_agent.get():
+        return wrapped(*args, **kwargs)
+    try:
+        outer_sync, outer_async = kwargs.get(_SYNC), kwargs.get(_ASYNC)
+        composed = {**kwargs, _SYNC: _inside(outer_sync)}
+        if outer_async is not None or outer_sync is None:
+            composed[_ASYNC] = _ainside(outer_async)
+    except Exception as exc:
+        instrumentation_failed("tool_node", exc)
+        return wrapped(*args, **kwargs)
+    return wrapped(*args, **composed)
+
+
+_middleware_class: type | None = None
+
+
+def middleware_class() -> type:
+    """otelmw's ``AgentMiddleware`` subclass, made once LangChain's agents module is
+    imported."""
+    global _middleware_class
+    if _middleware_class is None:
         from langchain.agents.middleware import AgentMiddleware
 
         class OtelmwModelMiddleware(_ModelHooks, AgentMiddleware):  # type: ignore[misc]
-            """otelmw's middleware of an agent without tools."""
+            """otelmw's middleware: every model call through the pipeline."""
 
-        class OtelmwAgentMiddleware(_ToolHooks, _ModelHooks, AgentMiddleware):  # type: ignore[misc]
-            """otelmw's middleware: every model and tool call through the pipeline."""
-
-        _classes = (OtelmwModelMiddleware, OtelmwAgentMiddleware)
-    return _classes
-
-
-def _runs_tools(tools: Any, middleware: list[Any]) -> bool:
-    """Whether ``create_agent`` makes a tool node without otelmw's middleware."""
-    from langchain.agents.middleware import AgentMiddleware
-
-    if any(not isinstance(t, dict) for t in tools or ()):
-        return True
-    return any(getattr(m, "tools", None) or type(m).wrap_tool_call is not
-               AgentMiddleware.wrap_tool_call or type(m).awrap_tool_call is not
-               AgentMiddleware.awrap_tool_call for m in middleware)
+        _middleware_class = OtelmwModelMiddleware
+    return _middleware_class
 
 
 def create_agent(wrapped: Any, instance: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
-    """``create_agent(...)`` with otelmw's middleware appended to ``middleware=``."""
+    """``create_agent(...)`` with otelmw's middleware appended to ``middleware=``, and
+    otelmw's tool wrapper in the tool node it makes."""
     try:
         middleware = list(kwargs.get("middleware") or ())
-        model_only, with_tools = middleware_classes()
-        if not any(isinstance(m, model_only | with_tools) for m in middleware):
-            tools = args[1] if len(args) > 1 else kwargs.get("tools")
-            middleware.append((with_tools if _runs_tools(tools, middleware) else model_only)())
+        ours = middleware_class()
+        if not any(isinstance(m, ours) for m in middleware):
+            middleware.append(ours())
             kwargs = {**kwargs, "middleware": middleware}
     except Exception as exc:
         instrumentation_failed("create_agent", exc)
-    return wrapped(*args, **kwargs)
+        return wrapped(*args, **kwargs)
+    token = _making_agent.set(True)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        _making_agent.reset(token)
