@@ -341,6 +341,43 @@ def test_where_adk_traces_nothing_otelmw_opens_its_own_spans(
                      "execute_tool get_weather"]
 
 
+# ------------------------------------------------------------- metrics: one point each
+# ADK's meter (scope gcp.vertex.agent, on the global meter provider configure() sets)
+# records these for its own operations; per metric, the operations of one run
+ONE_POINT_EACH = {"gen_ai.client.operation.duration": 2,  # model requests
+                  "gen_ai.execute_tool.duration": 1, "gen_ai.invoke_agent.duration": 1}
+
+
+def _points(rx: OtlpReceiver, name: str) -> dict[str, int]:
+    """Points recorded per scope (one export, at shutdown: cumulative counts)."""
+    counts: dict[str, int] = {}
+    for metric in rx.wait_for_metric(name):
+        counts[metric.scope_name] = counts.get(metric.scope_name, 0) + sum(
+            point.value["count"] for point in metric.data_points)
+    return counts
+
+
+@pytest.mark.parametrize("route", ["litellm", "gemini"])
+def test_each_operation_is_one_metric_point_adks_not_doubled_by_otelmw(
+        route: str, server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    drive({"route": route, "mode": "run_async", "plugin": {"tool_execution": True}},
+          server, rx, tmp_path)
+    settled(rx, 2)
+    for name, operations in ONE_POINT_EACH.items():
+        assert _points(rx, name) == {"gcp.vertex.agent": operations}, name
+    usage = [point.attributes["gen_ai.token.type"]
+             for metric in rx.wait_for_metric("gen_ai.client.token.usage")
+             for point in metric.data_points for _ in range(point.value["count"])]
+    assert {m.scope_name for m in rx.metrics("gen_ai.client.token.usage")} == {
+        "gcp.vertex.agent"}
+    assert sorted(usage) == ["input", "input", "output", "output"]
+    # otelmw's own metrics are still recorded: its tool result and its layer
+    (results,) = rx.wait_for_metric("otelmw.tool.results")
+    assert results.scope_name == "otelmw"
+    assert sum(p.value for p in results.data_points) == 1
+    assert rx.wait_for_metric("otelmw.middleware.duration")
+
+
 # ----------------------------------------------------------------------- content capture
 @pytest.mark.parametrize("capture", ["SPAN_ONLY", None], ids=["capture", "no-capture"])
 def test_content_only_under_capture_and_schema_valid(

@@ -300,6 +300,10 @@ class CallInfo:
     server_address: str | None = None
     server_port: int | None = None
     middleware_trace: list[dict[str, Any]] = field(default_factory=list)
+    # The host records this call's own duration (and token usage) metric points under
+    # the names otelmw records them (Google ADK): the observer records none of its own
+    # then, where the host's points reach the same meter provider (never counted twice).
+    host_measured: bool = False
     # What the observer's ``call_started`` returned for this call (telemetry: its span
     # state), handed back to it with the call; the core keeps it and never reads it.
     observation: object | None = None
@@ -324,6 +328,7 @@ class CallInfo:
         call.agent_name = context.agent_name
         call.server_address = call.server_port = None
         call.middleware_trace = []
+        call.host_measured = False
         call.observation = call._trace_view = None
         return call
 

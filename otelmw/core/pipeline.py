@@ -114,7 +114,8 @@ class LLMCalls:
                 provider: str | None = None, model: str | None = None,
                 api_mode: str | None = None, api_request_id: str | None = None,
                 server_address: str | None = None, server_port: int | None = None,
-                call: CallInfo | None = None, on_host_span: bool = False) -> Any:
+                call: CallInfo | None = None, on_host_span: bool = False,
+                host_measured: bool = False) -> Any:
         """Run one provider request through the LLM pipeline (sync).
 
         ``call``: a call a host adapter already opened (``observer.call_started``
@@ -123,6 +124,8 @@ class LLMCalls:
         ``on_host_span``: the host's own tracing already opened this model call's span
         and it is current here (Strands' ``chat`` span): the call is recorded on that
         span, which the host ends, instead of on a second one (as ``host.open_call``).
+        ``host_measured``: the host records this call's duration and token usage points
+        itself, under otelmw's metric names (``CallInfo.host_measured``).
         """
         obs = self.observer
         if call is None:
@@ -132,6 +135,7 @@ class LLMCalls:
                 return execute(request)
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
+            call.host_measured = host_measured
             if obs is not None:
                 call.observation = self._observed(obs, call, request, on_host_span)
         else:  # opened before the host's own request stage: the request now is the one
@@ -156,7 +160,8 @@ class LLMCalls:
                        provider: str | None = None, model: str | None = None,
                        api_mode: str | None = None, api_request_id: str | None = None,
                        server_address: str | None = None, server_port: int | None = None,
-                       call: CallInfo | None = None, on_host_span: bool = False) -> Any:
+                       call: CallInfo | None = None, on_host_span: bool = False,
+                       host_measured: bool = False) -> Any:
         """``run_llm`` in an async call; ``execute`` may return an awaitable."""
         obs = self.observer
         if call is None:
@@ -167,6 +172,7 @@ class LLMCalls:
                 return await r if isawaitable(r) else r
             call = self._llm_call(request, provider, model, api_mode, api_request_id,
                                   (server_address, server_port))
+            call.host_measured = host_measured
             if obs is not None:
                 call.observation = self._observed(obs, call, request, on_host_span)
         else:

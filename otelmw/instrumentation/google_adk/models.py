@@ -143,7 +143,8 @@ async def _observed(stream: Any, llm_request: Any) -> AsyncIterator[Any]:
         try:
             result = await get_pipeline().arun_llm(
                 call.request, execute, provider=provider, model=llm_request.model,
-                api_mode=API_MODE, server_address=address, server_port=port)
+                api_mode=API_MODE, server_address=address, server_port=port,
+                host_measured=True)  # ADK records the request's duration and usage points
         except Exception as exc:
             if started:
                 raise

@@ -9,9 +9,10 @@ error handling) and it is current here: otelmw records the call on that span
 (``open_call(..., on_host_span=True)``: its ids, arguments under capture, normalized result,
 the otelmw layers as its children, the hook records on it; ADK ends it), so a tool call
 has one span. Where ADK's span does not record, the call gets an ``execute_tool`` span of
-otelmw's own. What ADK gets back is the tool's own result, or otelmw's answer (a block
-message, a ``tool_execution`` layer's answer); a tool that raises raises the same
-exception to ADK (its ``on_tool_error_callback`` runs as without otelmw).
+otelmw's own. ADK records the call's duration metric point itself: otelmw records none.
+What ADK gets back is the tool's own result, or otelmw's answer (a block message, a
+``tool_execution`` layer's answer); a tool that raises raises the same exception to ADK
+(its ``on_tool_error_callback`` runs as without otelmw).
 """
 
 from __future__ import annotations
@@ -56,16 +57,20 @@ def _on_adk_span() -> bool:
     return span.is_recording() and isinstance(name, str) and name.startswith(_ADK_TOOL_SPAN)
 
 
-def _adopted(name: str, call_id: str | None, arguments: Any) -> HostCall:
-    """The call, opened on ADK's ``execute_tool`` span (current here), in the turn's
-    context: linked to the turn's latest model call, as the pipeline links its own."""
+def _opened(name: str, call_id: str | None, arguments: Any) -> HostCall:
+    """The call, opened on ADK's ``execute_tool`` span when it is current and records
+    (else on a span of otelmw's own), in the turn's context: linked to the turn's latest
+    model call, as the pipeline links its own. ADK records the call's
+    ``gen_ai.execute_tool.duration`` point itself, whether its span records or not
+    (``host_measured``: otelmw records none)."""
     context = current_runtime_context()
     link = context.model_call
     request_id = (link.api_request_id if link is not None else None) or new_request_id(
         context.turn_id)
-    return open_call(CallInfo.for_tool(context, api_request_id=request_id, tool_name=name,
-                                       tool_call_id=call_id, runtime_id=RUNTIME_ID),
-                     arguments, on_host_span=True)
+    call = CallInfo.for_tool(context, api_request_id=request_id, tool_name=name,
+                             tool_call_id=call_id, runtime_id=RUNTIME_ID)
+    call.host_measured = True
+    return open_call(call, arguments, on_host_span=_on_adk_span())
 
 
 def _bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -84,7 +89,7 @@ async def call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
         name = str(getattr(tool, "name", None) or "unknown")
         call_id = getattr(tool_context, "function_call_id", None)
         call_id = call_id if isinstance(call_id, str) and call_id else None
-        opened = _adopted(name, call_id, tool_args) if _on_adk_span() else None
+        opened = _opened(name, call_id, tool_args)
     except Exception as exc:
         instrumentation_failed("tool_call", exc)
         return await wrapped(*args, **kwargs)
@@ -99,7 +104,7 @@ async def call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
     try:
         return await get_pipeline().arun_tool(name, tool_args, execute, tool_call_id=call_id,
                                               runtime_id=RUNTIME_ID, raise_errors=True,
-                                              call=opened.call if opened else None)
+                                              call=opened.call)
     except Exception as exc:
         if out.recover(exc, "tool_call"):
             return await wrapped(*args, **kwargs)

@@ -57,6 +57,10 @@ class TelemetryObserver:
         s = settings if settings is not None else cfg.load()
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
+        # A host's own meter is the global meter provider's: its points and otelmw's
+        # meet only when otelmw's is that one too (``CallInfo.host_measured``).
+        self._shares_host_meters = (meter_provider is None
+                                    or meter_provider is metrics.get_meter_provider())
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
         self.inst = Instruments(self.meter)
         self.content = content if content is not None else ContentPolicy.from_settings(s)
@@ -121,7 +125,10 @@ class TelemetryObserver:
 
     def call_started(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
-            return self._by_operation.get(call.operation, self.tools).start(call, payload)
+            op = self._by_operation.get(call.operation, self.tools).start(call, payload)
+            if call.host_measured:
+                self._host_measures(op)
+            return op
         except Exception as exc:
             self.signals.internal_failure("call_started", exc)
             return None
@@ -129,14 +136,23 @@ class TelemetryObserver:
     def call_adopted(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
             if call.operation == attributes.OP_EXECUTE_TOOL:
-                return self.tools.adopt(call, payload)
-            if call.operation == attributes.OP_CHAT:
-                return self.chat.adopt(call, payload)
-            # only tool and chat calls adopt a host's span; others open their own
-            return self._by_operation.get(call.operation, self.tools).start(call, payload)
+                op = self.tools.adopt(call, payload)
+            elif call.operation == attributes.OP_CHAT:
+                op = self.chat.adopt(call, payload)
+            else:  # only tool and chat calls adopt a host's span; others open their own
+                op = self._by_operation.get(call.operation, self.tools).start(call, payload)
+            if call.host_measured:
+                self._host_measures(op)
+            return op
         except Exception as exc:
             self.signals.internal_failure("call_adopted", exc)
             return None
+
+    def _host_measures(self, op: OpState) -> None:
+        """The host records the call's duration and usage points itself: otelmw's would
+        count the call twice where both reach the same meter provider."""
+        if self._shares_host_meters:
+            op.measured = False
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:
         if call.operation == attributes.OP_EXECUTE_TOOL:

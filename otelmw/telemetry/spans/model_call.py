@@ -124,11 +124,14 @@ class ModelCallSpans:
 
     def close(self, op: OpState, duration: float, error: BaseException | None,
               input_tokens: int | None, output_tokens: int | None) -> None:
-        """End the span (failed by ``error``) and record its duration and token points."""
+        """End the span (failed by ``error``) and record its duration and token points
+        (unless the host records them: ``OpState.measured``)."""
         mattrs = op.attrs
         if error is not None:
             mark_exception(op.span, error, mattrs, with_content=self.content.on_spans)
         op.span.end()
+        if not op.measured:
+            return
         inst = self.inst
         inst.operation_duration.record(duration, mattrs)
         if input_tokens is not None:

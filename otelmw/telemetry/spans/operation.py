@@ -158,8 +158,8 @@ class OpState:
     """One call's observation: its span state from the span's start to its end (the
     core keeps it on ``CallInfo.observation`` and hands it back with the call)."""
 
-    __slots__ = ("attrs", "content", "context", "digests", "facts", "model", "original_model",
-                 "request", "span", "start", "token")
+    __slots__ = ("attrs", "content", "context", "digests", "facts", "measured", "model",
+                 "original_model", "request", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, start: float,
                  attrs: dict[str, Any], request: Any = None,
@@ -180,6 +180,9 @@ class OpState:
         # chat, content on a recording span: the messages rendered for it
         # (``events.ChatMessages``), which its events and its turn reuse
         self.content: Any = None
+        # Whether otelmw records the call's duration and usage points (not when the host
+        # records its own into the same meter provider: ``CallInfo.host_measured``).
+        self.measured = True
 
     def leave_context(self) -> None:
         """The call's span stops being current (the call returned, its span may

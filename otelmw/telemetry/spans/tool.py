@@ -170,7 +170,8 @@ class ToolSpans:
             mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
         if type(op) is not AdoptedOpState:  # an adopted span is the host's to end
             span.end()
-        self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
+        if op.measured:
+            self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
         return result
 
 
