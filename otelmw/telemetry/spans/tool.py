@@ -34,6 +34,7 @@ from ..content.digests import type_name
 from ..content.values import clean_str as _c
 from ..content.values import flatten_metadata, put_present, short_text
 from .operation import (
+    HostSpan,
     OpState,
     Signals,
     attach,
@@ -46,12 +47,6 @@ from .operation import (
 )
 
 _INTERNAL = SpanKind.INTERNAL
-
-
-class AdoptedOpState(OpState):
-    """The state of a call recorded on a span the host opened (and ends)."""
-
-    __slots__ = ()
 
 
 class ToolSpans:
@@ -72,16 +67,18 @@ class ToolSpans:
         return OpState(span, token, perf_counter(), metric_attrs, None)
 
     def adopt(self, call: CallInfo, args: Any) -> OpState:
-        """The call's span is the host's own, current here (the MCP SDK's server
-        span): decorated as ``start`` would, ended by the host, not by ``finish``."""
-        span = get_current_span()
-        if not span.is_recording():  # nothing to adopt: a span of otelmw's own
+        """The call's span is the host's own, current here (the MCP SDK's server span,
+        ADK's and Strands' ``execute_tool``): decorated as ``start`` would, through
+        ``HostSpan`` (the host's own attributes, name and end stay its own)."""
+        current = get_current_span()
+        if not current.is_recording():  # nothing to adopt: a span of otelmw's own
             return self.start(call, args)
+        span = HostSpan(current)
         tool = _c(call.tool_name) or "unknown"
         span.set_attributes({GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
                              GEN_AI_TOOL_NAME: tool})
         self._decorate(span, call, args)
-        return AdoptedOpState(span, None, perf_counter(), {GEN_AI_TOOL_NAME: tool}, None)
+        return OpState(span, None, perf_counter(), {GEN_AI_TOOL_NAME: tool}, None)
 
     def _decorate(self, span: Any, call: CallInfo, args: Any) -> None:
         if span.is_recording():
@@ -168,8 +165,7 @@ class ToolSpans:
         span = op.span
         if error is not None:
             mark_exception(span, error, op.attrs, with_content=self.content.on_spans)
-        if type(op) is not AdoptedOpState:  # an adopted span is the host's to end
-            span.end()
+        span.end()  # an adopted span's end is the host's (``HostSpan.end`` does nothing)
         if op.measured:
             self.inst.tool_duration.record(perf_counter() - op.start, op.attrs)
         return result
