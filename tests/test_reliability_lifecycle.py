@@ -185,12 +185,15 @@ def test_sigint_with_the_default_action_restored_by_the_program(
 
 def test_an_ignored_sigterm_stays_ignored(
         tmp_path: Path, rx: OtlpReceiver, llm: ScriptedLLMServer) -> None:
-    def ignore_sigterm() -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
     script = chat_program(tmp_path, llm, sleep=1.5)
-    proc = start(otelmw_run(script), child_env(tmp_path, rx), tmp_path,
-                 preexec_fn=ignore_sigterm)
+    # Started with SIGTERM ignored, as a launcher (nohup-like) leaves it: the disposition
+    # is inherited across exec. Set by an interpreter that execs ``otelmw run``, not by a
+    # ``preexec_fn``: that runs Python in a fork of this process, whose gRPC threads (the
+    # receiver's) can leave the child dead before its exec.
+    ignoring = [sys.executable, "-c", "import os, signal, sys; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "os.execv(sys.argv[1], sys.argv[1:])"]
+    proc = start([*ignoring, *otelmw_run(script)], child_env(tmp_path, rx), tmp_path)
     proc.send_signal(signal.SIGTERM)
     code, out, err = finish(proc)
     assert code == 0, err
