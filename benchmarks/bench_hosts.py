@@ -1190,8 +1190,12 @@ def record(python: str, host: str, contender: str, warmup: int) -> str:
 _RECORDED: set[Path] = set()
 
 
+SERIAL = [False]  # --serial: one valgrind process at a time (a machine shared with others)
+
+
 def per_turn(python: str, host: str, contender: str, n: int, warmup: int) -> float:
-    with ThreadPoolExecutor(2) as pool:
+    # the pair side by side, or one after the other (--serial): the counts are the same
+    with ThreadPoolExecutor(1 if SERIAL[0] else 2) as pool:
         none, some = pool.map(
             lambda k: count(python, [host, contender, str(k), str(warmup)]), (0, n))
     return (some - none) / n
@@ -1348,9 +1352,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--here", action="store_true",
                    help="run the children with this python (it has the host and its peers)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--serial", action="store_true",
+                   help="one valgrind process at a time (same counts, twice the wall time)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     size = "quick" if args.quick else "full"
+    SERIAL[0] = args.serial
     chosen_hosts = [HOSTS[h] for h in args.only.split(",") if h]
     if not args.no_count and shutil.which("valgrind") is None:
         sys.exit("the instruction counts need valgrind on PATH (Debian: apt-get install "
