@@ -378,6 +378,20 @@ def test_each_operation_is_one_metric_point_adks_not_doubled_by_otelmw(
     assert rx.wait_for_metric("otelmw.middleware.duration")
 
 
+def test_where_otelmw_opens_the_turns_span_adks_points_are_still_not_doubled(
+        server: ScriptedLLMServer, rx: OtlpReceiver, tmp_path: Path) -> None:
+    """ADK's spans do not record (otelmw's tracer provider is not the global one) while
+    otelmw's meter provider is the global one ADK's meter records with: the turn, the
+    model requests and the tool call are otelmw's spans, each still one point."""
+    drive({"adk_tracing": False, "global_meters": True, "plugin": {"tool_execution": True}},
+          server, rx, tmp_path)
+    rx.wait_for(lambda: any(s.name == "invoke_agent weather" for s in rx.spans()))
+    for name, operations in ONE_POINT_EACH.items():
+        assert _points(rx, name) == {"gcp.vertex.agent": operations}, name
+    (results,) = rx.wait_for_metric("otelmw.tool.results")
+    assert results.scope_name == "otelmw"
+
+
 # ----------------------------------------------------------------------- content capture
 @pytest.mark.parametrize("capture", ["SPAN_ONLY", None], ids=["capture", "no-capture"])
 def test_content_only_under_capture_and_schema_valid(

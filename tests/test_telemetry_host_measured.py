@@ -1,5 +1,6 @@
 """A host that records its own duration and usage points under otelmw's metric names
-(``CallInfo.host_measured``, Google ADK's meter): otelmw records none of its own where the
+(``CallInfo.host_measured`` for calls, ``Pipeline.turn(host_measured=)`` for turns: Google
+ADK's meter): otelmw records none of its own where the
 host's reach the same meter provider (a query summing the metric would count the call
 twice), and records its own where they do not (otherwise the call would have none).
 
@@ -78,6 +79,20 @@ def test_a_call_not_host_measured_has_otelmws_points(h: TelemetryHarness) -> Non
     calls(h, host_measured=False)
     assert counts(h) == {"gen_ai.client.operation.duration": 1,
                          "gen_ai.client.token.usage": 2, "gen_ai.execute_tool.duration": 1}
+    h.assert_clean()
+
+
+@pytest.mark.parametrize("host_measured", [True, False])
+def test_a_host_measured_turn_has_otelmws_point_only_where_the_hosts_go_elsewhere(
+        h: TelemetryHarness, host_measured: bool) -> None:
+    with h.pipeline.turn("weather", host_measured=host_measured):
+        h.pipeline.run_llm(payload_for("llm"), lambda request: USAGE, provider="openai",
+                           model="gpt-test")
+    expected = 0 if host_measured and shared(h) else 1
+    assert sum(p.count for p in h.points("gen_ai.invoke_agent.duration")) == expected
+    # the turn's span either way, and its call measured by otelmw (not host-measured)
+    assert sorted(s.name for s in h.spans()) == ["chat gpt-test", "invoke_agent weather"]
+    assert counts(h)["gen_ai.client.operation.duration"] == 1
     h.assert_clean()
 
 

@@ -160,11 +160,14 @@ class TurnMark:
     by each context that still holds it at its next pipeline call
     (``leave_finished_turns``)."""
 
-    __slots__ = ("closed", "on_leave", "outer", "token")
+    __slots__ = ("closed", "host_measured", "on_leave", "outer", "token")
 
-    def __init__(self, outer: RuntimeContext) -> None:
+    def __init__(self, outer: RuntimeContext, host_measured: bool = False) -> None:
         self.closed = False
         self.outer = outer
+        # The host records the turn's duration point itself, under otelmw's metric name
+        # (Google ADK): as ``CallInfo.host_measured``, for the observer.
+        self.host_measured = host_measured
         self.token: contextvars.Token[RuntimeContext] | None = None
         # The observer's part: restore its own context (OpenTelemetry's) here.
         self.on_leave: Callable[[], None] | None = None

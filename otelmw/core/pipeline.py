@@ -125,7 +125,9 @@ class LLMCalls:
         and it is current here (Strands' ``chat`` span): the call is recorded on that
         span, which the host ends, instead of on a second one (as ``host.open_call``).
         ``host_measured``: the host records this call's duration and token usage points
-        itself, under otelmw's metric names (``CallInfo.host_measured``).
+        itself, under otelmw's metric names (``CallInfo.host_measured``). With ``call``
+        given it is not read (the observer saw the call when it opened): set the call's
+        ``host_measured`` before ``host.open_call``.
         """
         obs = self.observer
         if call is None:
@@ -440,14 +442,16 @@ class Pipeline(LLMCalls, ToolCalls, EmbeddingCalls):
 
     def turn(self, agent_name: str | None = None, *, session_id: str | None = None,
              task_id: str | None = None, turn_id: str | None = None,
-             runtime_id: str | None = None) -> Turn:
-        """An agent turn (``with pipeline.turn("weather-agent"): ...``)."""
+             runtime_id: str | None = None, host_measured: bool = False) -> Turn:
+        """An agent turn (``with pipeline.turn("weather-agent"): ...``).
+        ``host_measured``: the host records the turn's duration point itself, under
+        otelmw's metric name (``TurnMark.host_measured``)."""
         outer = leave_finished_turns()
         return Turn(self, {
             "agent_name": agent_name, "session_id": session_id, "task_id": task_id,
             "turn_id": turn_id or f"{session_id or outer.session_id or 'turn'}:"
                                   f"{new_request_id().removeprefix('req-')}",
-            "runtime_id": runtime_id})
+            "runtime_id": runtime_id}, host_measured)
 
 
 class Turn:
@@ -455,10 +459,12 @@ class Turn:
     observer open an ``invoke_agent`` span. Use as a (sync or async) context
     manager, or call ``start()``/``finish()`` from host adapters."""
 
-    __slots__ = ("_ctx", "_mark", "_pipeline", "_token", "failed", "fields")
+    __slots__ = ("_ctx", "_mark", "_pipeline", "_token", "failed", "fields", "host_measured")
 
-    def __init__(self, pipeline: Pipeline, fields: dict[str, Any]) -> None:
+    def __init__(self, pipeline: Pipeline, fields: dict[str, Any],
+                 host_measured: bool = False) -> None:
         self._pipeline, self.fields = pipeline, fields
+        self.host_measured = host_measured
         self._mark: TurnMark | None = None
         self._token: Any = None
         self._ctx: RuntimeContext | None = None
@@ -470,7 +476,7 @@ class Turn:
 
     def start(self) -> RuntimeContext:
         outer = leave_finished_turns()
-        mark = self._mark = TurnMark(outer)
+        mark = self._mark = TurnMark(outer, self.host_measured)
         self._ctx = derive_context(outer, self.fields, mark)
         mark.token = enter_runtime_context(self._ctx)
         obs = self._pipeline.observer

@@ -11,7 +11,9 @@ api_base=...)``, the server's OpenAI chat route) or its native ``Gemini`` model
 false`` nothing of otelmw is set up and, with ``"adk_tracer": true``, the program has a
 tracer provider of its own (ADK's own spans, exported to the same endpoint: the same run
 without otelmw). ``"adk_tracing": false``: otelmw's telemetry on a tracer provider that is
-not the global one, so ADK's own spans do not record.
+not the global one, so ADK's own spans do not record; with ``"global_meters": true`` its
+meter provider is the global one all the same (exported over OTLP), where ADK's meter
+records too.
 """
 
 from __future__ import annotations
@@ -288,12 +290,24 @@ class _PrivateTelemetry:
 
         self.provider = TracerProvider()
         self.provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(insecure=True)))
-        observer = TelemetryObserver(self.provider, MeterProvider(), LoggerProvider(),
+        self.meters = MeterProvider()
+        if SPEC.get("global_meters"):
+            from opentelemetry import metrics
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                OTLPMetricExporter,
+            )
+            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+            self.meters = MeterProvider(metric_readers=[PeriodicExportingMetricReader(
+                OTLPMetricExporter(insecure=True), export_interval_millis=3_600_000)])
+            metrics.set_meter_provider(self.meters)
+        observer = TelemetryObserver(self.provider, self.meters, LoggerProvider(),
                                      failures=get_pipeline().failures)
         get_pipeline().observer = observer
 
     def shutdown(self, timeout: float) -> None:
         self.provider.shutdown()
+        self.meters.shutdown()
 
 
 def private_telemetry() -> Any:

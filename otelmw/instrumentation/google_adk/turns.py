@@ -47,7 +47,7 @@ def _open(agent: Any, ctx: Any) -> Turn | None:
         turn = (_twin(pipeline) if _on_adk_span() else pipeline).turn(
             name if isinstance(name, str) and name else "agent",
             session_id=session if isinstance(session, str) and session else None,
-            runtime_id=RUNTIME_ID)
+            runtime_id=RUNTIME_ID, host_measured=True)  # ADK records the run's duration point
         turn.start()
         return turn
     except Exception as exc:

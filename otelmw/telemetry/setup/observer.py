@@ -75,7 +75,7 @@ class TelemetryObserver:
         self.chat = ChatSpans(signals)
         self.embeddings = EmbeddingsSpans(signals)
         self.tools = ToolSpans(signals)
-        self.turns = TurnSpans(signals)
+        self.turns = TurnSpans(signals, self._shares_host_meters)
         self.steps = StepSpans(signals)
         self.layers = LayerSpans(signals, s[cfg.MIDDLEWARE_METRICS] == "on"
                                  if middleware_metrics is None else middleware_metrics)
@@ -126,8 +126,7 @@ class TelemetryObserver:
     def call_started(self, call: CallInfo, payload: Any) -> OpState | None:
         try:
             op = self._by_operation.get(call.operation, self.tools).start(call, payload)
-            if call.host_measured:
-                self._host_measures(op)
+            self._note_host_measured(call, op)
             return op
         except Exception as exc:
             self.signals.internal_failure("call_started", exc)
@@ -141,17 +140,16 @@ class TelemetryObserver:
                 op = self.chat.adopt(call, payload)
             else:  # only tool and chat calls adopt a host's span; others open their own
                 op = self._by_operation.get(call.operation, self.tools).start(call, payload)
-            if call.host_measured:
-                self._host_measures(op)
+            self._note_host_measured(call, op)
             return op
         except Exception as exc:
             self.signals.internal_failure("call_adopted", exc)
             return None
 
-    def _host_measures(self, op: OpState) -> None:
-        """The host records the call's duration and usage points itself: otelmw's would
-        count the call twice where both reach the same meter provider."""
-        if self._shares_host_meters:
+    def _note_host_measured(self, call: CallInfo, op: OpState) -> None:
+        """A call the host records duration and usage points for itself gets none of
+        otelmw's where both reach the same meter provider (never counted twice)."""
+        if call.host_measured and self._shares_host_meters:
             op.measured = False
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:

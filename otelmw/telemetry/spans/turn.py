@@ -77,14 +77,18 @@ class TurnToken(NamedTuple):
     start: float
     agent_name: str
     content: TurnContent | None  # content on spans and the span records
+    measured: bool  # otelmw records the duration point (not the host: host_measured)
 
 
 class TurnSpans:
     """The ``invoke_agent`` span of an agent turn."""
 
-    def __init__(self, signals: Signals) -> None:
+    def __init__(self, signals: Signals, shares_host_meters: bool = False) -> None:
+        """``shares_host_meters``: otelmw's meter provider is the one a host's own meter
+        records with (the global one), so a turn the host measures gets no point here."""
         self.signals = signals
         self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
+        self.shares_host_meters = shares_host_meters
 
     def started(self, turn: RuntimeContext) -> TurnToken | None:
         try:
@@ -100,7 +104,9 @@ class TurnSpans:
             if self.content.on_spans and span.is_recording():
                 content = TurnContent()
                 ctx = otel_context.set_value(_TURN_CONTENT, content, ctx)
-            return TurnToken(span, attach(ctx), perf_counter(), name, content)
+            mark = turn.turn
+            measured = not (self.shares_host_meters and mark is not None and mark.host_measured)
+            return TurnToken(span, attach(ctx), perf_counter(), name, content, measured)
         except Exception as exc:
             self.signals.internal_failure("turn_started", exc)
             return None
@@ -132,10 +138,11 @@ class TurnSpans:
             if content is not None:
                 _show_turn_content(span, content)
             span.end()
-            # The turn's context is detached already: name its span, so the point
-            # carries the exemplar (trace id) that links a dashboard to the trace.
-            self.inst.agent_duration.record(perf_counter() - token.start, mattrs,
-                                            context=set_span_in_context(span))
+            if token.measured:
+                # The turn's context is detached already: name its span, so the point
+                # carries the exemplar (trace id) that links a dashboard to the trace.
+                self.inst.agent_duration.record(perf_counter() - token.start, mattrs,
+                                                context=set_span_in_context(span))
         except Exception as exc:
             self.signals.internal_failure("turn_finished", exc)
 
