@@ -21,9 +21,9 @@ dropping exporter for those records. The floor captures nothing: it is measured 
 per length. Per message: the overhead's growth from 1 to 100 messages over 99 (and
 from 100 to 800 over 700).
 
-Targets (issue 27), instructions over the bare call: with capture on, otelmw at most
-0.5 × the official instrumentation at 1 and at 100 messages, and a cost per message
-below the official's. (With capture off, benchmark 1b's targets, 0.5 × the official and
+Targets (issue 39 item 3, which replaced issue 27's 0.5 at both lengths), instructions
+over the bare call: with capture on, otelmw at most 0.55 × the official instrumentation
+at 1 message and 0.25 × at 100, and a cost per message below the official's. (With capture off, benchmark 1b's targets, 0.5 × the official and
 1.25 × the floor; the table shows both ratios at every length.)
 
 The SDK call itself grows by about 1.5 M instructions per message, so the long
@@ -57,6 +57,8 @@ CONTENDERS = (("bare", False), ("floor", False), ("otelmw", False), ("official",
 # Calls counted per process, and warm-up calls, by conversation length.
 CALLS = {"full": {1: 150, 100: 10, 800: 1}, "quick": {1: 50, 100: 4, 800: 1}}
 WARMUP = {1: 30, 100: 5, 800: 0}
+# Capture on: otelmw's overhead ≤ this × the official's, by conversation length (issue 39).
+CAPTURE_ON_TARGETS = {1: 0.55, 100: 0.25}
 _PROSE = ("the agent read the file and found three functions that parse the request "
           "before the tool runs so the answer names each of them with its line number "
           "and a short note on what it returns when the input is empty or malformed")
@@ -155,12 +157,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(h.table(["configuration", *(f"{lo} → {hi}" for lo, hi in spans)], prow))
     targets: dict[str, bool] = {}
     lines = []
-    for length in (1, 100):
+    for length, bound in CAPTURE_ON_TARGETS.items():
         if length in over:
             r = over[length]["otelmw, capture on"] / over[length]["official, capture on"]
-            ok = targets[f"capture on, {length} messages: otelmw ≤ 0.5 × official"] = r <= 0.5
+            ok = targets[f"capture on, {length} messages: otelmw ≤ {bound} × official"] = (
+                r <= bound)
             lines.append(f"capture on, {length} message{'s' if length > 1 else ''}: otelmw / "
-                         f"official = {r:.2f} (≤ 0.50: {h.verdict(ok)})")
+                         f"official = {r:.2f} (≤ {bound:.2f}: {h.verdict(ok)})")
     if 1 in over and 100 in over:
         mine = per_message["otelmw, capture on"]["1-100"]
         theirs = per_message["official, capture on"]["1-100"]

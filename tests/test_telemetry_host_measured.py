@@ -96,6 +96,24 @@ def test_a_host_measured_turn_has_otelmws_point_only_where_the_hosts_go_elsewher
     h.assert_clean()
 
 
+def test_a_global_provider_set_after_the_observer_was_made_counts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program makes otelmw's meter provider the global one only after building the
+    observer: the host's points land there from then on, so otelmw's are left out."""
+    harness = TelemetryHarness()
+    try:
+        calls(harness, host_measured=True)
+        assert counts(harness)["gen_ai.execute_tool.duration"] == 1  # not shared yet
+        monkeypatch.setattr(metrics, "get_meter_provider", lambda: harness.meter_provider)
+        calls(harness, host_measured=True)
+        assert counts(harness) == {"gen_ai.client.operation.duration": 1,
+                                   "gen_ai.client.token.usage": 2,
+                                   "gen_ai.execute_tool.duration": 1}  # no second point
+        harness.assert_clean()
+    finally:
+        harness.close()
+
+
 def test_the_pipelines_own_calls_are_not_host_measured() -> None:
     from otelmw.core import RuntimeContext
 

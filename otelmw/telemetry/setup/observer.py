@@ -57,10 +57,7 @@ class TelemetryObserver:
         s = settings if settings is not None else cfg.load()
         self.tracer = trace.get_tracer("otelmw", __version__, tracer_provider)
         self.meter = metrics.get_meter("otelmw", __version__, meter_provider)
-        # A host's own meter is the global meter provider's: its points and otelmw's
-        # meet only when otelmw's is that one too (``CallInfo.host_measured``).
-        self._shares_host_meters = (meter_provider is None
-                                    or meter_provider is metrics.get_meter_provider())
+        self._meter_provider = meter_provider
         self.logger = _logs.get_logger("otelmw", __version__, logger_provider=logger_provider)
         self.inst = Instruments(self.meter)
         self.content = content if content is not None else ContentPolicy.from_settings(s)
@@ -75,7 +72,7 @@ class TelemetryObserver:
         self.chat = ChatSpans(signals)
         self.embeddings = EmbeddingsSpans(signals)
         self.tools = ToolSpans(signals)
-        self.turns = TurnSpans(signals, self._shares_host_meters)
+        self.turns = TurnSpans(signals, self.shares_host_meters)
         self.steps = StepSpans(signals)
         self.layers = LayerSpans(signals, s[cfg.MIDDLEWARE_METRICS] == "on"
                                  if middleware_metrics is None else middleware_metrics)
@@ -146,10 +143,18 @@ class TelemetryObserver:
             self.signals.internal_failure("call_adopted", exc)
             return None
 
+    def shares_host_meters(self) -> bool:
+        """Whether otelmw's points and a host's own meet: a host's meter is the global
+        meter provider's (``CallInfo.host_measured``). Asked when a host-measured call
+        or turn starts, so a global provider the program sets after this observer was
+        made counts (otelmw's meter, given no provider, follows the global one)."""
+        return (self._meter_provider is None
+                or self._meter_provider is metrics.get_meter_provider())
+
     def _note_host_measured(self, call: CallInfo, op: OpState) -> None:
         """A call the host records duration and usage points for itself gets none of
         otelmw's where both reach the same meter provider (never counted twice)."""
-        if call.host_measured and self._shares_host_meters:
+        if call.host_measured and self.shares_host_meters():
             op.measured = False
 
     def request_rewritten(self, call: CallInfo, request: Any) -> None:

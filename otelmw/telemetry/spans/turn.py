@@ -14,6 +14,7 @@ them, ``events.chat_messages`` renders them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
@@ -83,8 +84,9 @@ class TurnToken(NamedTuple):
 class TurnSpans:
     """The ``invoke_agent`` span of an agent turn."""
 
-    def __init__(self, signals: Signals, shares_host_meters: bool = False) -> None:
-        """``shares_host_meters``: otelmw's meter provider is the one a host's own meter
+    def __init__(self, signals: Signals,
+                 shares_host_meters: Callable[[], bool] = lambda: False) -> None:
+        """``shares_host_meters()``: otelmw's meter provider is the one a host's own meter
         records with (the global one), so a turn the host measures gets no point here."""
         self.signals = signals
         self.tracer, self.inst, self.content = signals.tracer, signals.inst, signals.content
@@ -105,7 +107,8 @@ class TurnSpans:
                 content = TurnContent()
                 ctx = otel_context.set_value(_TURN_CONTENT, content, ctx)
             mark = turn.turn
-            measured = not (self.shares_host_meters and mark is not None and mark.host_measured)
+            measured = not (mark is not None and mark.host_measured
+                            and self.shares_host_meters())
             return TurnToken(span, attach(ctx), perf_counter(), name, content, measured)
         except Exception as exc:
             self.signals.internal_failure("turn_started", exc)
