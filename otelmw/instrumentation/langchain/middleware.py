@@ -141,12 +141,15 @@ async def _awrap_tool(request: Any, handler: Any) -> Any:
 
 def _inside(outer: Any) -> Any:
     """A sync tool wrapper: ``outer`` (the user's middleware chain), otelmw innermost."""
-    if outer is None:
-        return _wrap_tool
-    return lambda request, execute: outer(request, lambda req: _wrap_tool(req, execute))
+    def composed(request: Any, execute: Any) -> Any:
+        def inner(req: Any) -> Any:
+            return _wrap_tool(req, execute)
+        return outer(request, inner)
+    return _wrap_tool if outer is None else composed
 
 
 def _ainside(outer: Any) -> Any:
+    """``_inside`` for the async chain."""
     async def composed(request: Any, execute: Any) -> Any:
         async def inner(req: Any) -> Any:
             return await _awrap_tool(req, execute)
