@@ -46,8 +46,14 @@ once the tool's result comes back):
   ``Gemini`` model with one function tool, a new session a turn (2 model requests, 1
   tool call; google-genai 2.x under ``httpx.MockTransport``) — peer ADK's own tracing
   (a global tracer provider, in every row but bare).
+* ``crewai``: ``Crew.kickoff`` of a crew of one ``Agent`` and one ``Task`` with one
+  ``@tool`` on CrewAI's native OpenAI provider (``LLM(model="openai/...")``, chat
+  completions; its openai 2.x client, made from CrewAI's own client settings, under
+  ``httpx.MockTransport``; 2 model calls, 1 tool call; CrewAI's own telemetry and trace
+  upload off in every child) — peers OpenInference crewai 1.1.21 (its default wrapper
+  mode: crew, task and tool spans), OpenLLMetry crewai 0.62.4.
 
-``llamaindex``, ``strands`` and ``google-adk`` take their matrix environment's pins
+``llamaindex``, ``strands``, ``google-adk`` and ``crewai`` take their matrix environment's pins
 (``ENV_PINNED``), which do not install beside the others: run them with ``--here``
 from a virtualenv holding those pins and the peers (or let the benchmark make
 ``~/.cache/otelmw-bench/<name>``).
