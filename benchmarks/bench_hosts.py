@@ -46,8 +46,14 @@ once the tool's result comes back):
   ``Gemini`` model with one function tool, a new session a turn (2 model requests, 1
   tool call; google-genai 2.x under ``httpx.MockTransport``) — peer ADK's own tracing
   (a global tracer provider, in every row but bare).
+* ``crewai``: ``Crew.kickoff`` of a crew of one ``Agent`` and one ``Task`` with one
+  ``@tool`` on CrewAI's native OpenAI provider (``LLM(model="openai/...")``, chat
+  completions; its openai 2.x client, made from CrewAI's own client settings, under
+  ``httpx.MockTransport``; 2 model calls, 1 tool call; CrewAI's own telemetry and trace
+  upload off in every child) — peers OpenInference crewai 1.1.21 (its default wrapper
+  mode: crew, task and tool spans), OpenLLMetry crewai 0.62.4.
 
-``llamaindex``, ``strands`` and ``google-adk`` take their matrix environment's pins
+``llamaindex``, ``strands``, ``google-adk`` and ``crewai`` take their matrix environment's pins
 (``ENV_PINNED``), which do not install beside the others: run them with ``--here``
 from a virtualenv holding those pins and the peers (or let the benchmark make
 ``~/.cache/otelmw-bench/<name>``).
@@ -144,12 +150,15 @@ VENVS: dict[str, dict[str, str]] = {
     # Google ADK (the ``google-adk`` matrix environment's pins: google-genai < 3); its
     # peer is its own tracing
     "google-adk": {},
+    # CrewAI (the ``crewai`` matrix environment's pins: openai 2.x, mcp 1.x) and its peers
+    "crewai": {"openinference-instrumentation-crewai": "1.1.21",
+               "opentelemetry-instrumentation-crewai": "0.62.4"},
 }
 # The bench venvs that take a matrix environment's pins instead of current.txt's: name ->
 # its scripts/envs file (and, for llamaindex, the shared libraries at the running
-# environment's versions; strands and google-adk hold their own OpenTelemetry pins)
+# environment's versions; strands, google-adk and crewai take their own OpenTelemetry versions)
 ENV_PINNED = {"llamaindex": "llamaindex.txt", "strands": "strands.txt",
-              "google-adk": "google-adk.txt"}
+              "google-adk": "google-adk.txt", "crewai": "crewai.txt"}
 # Benchmark 8 (bench_start.py): the hosts venv, plus the peers of the provider SDKs
 # (benchmark 1's three openai anchors, OpenLLMetry anthropic) and the distro whose
 # configurator ``opentelemetry-instrument`` uses when otelmw's is not chosen.
@@ -358,7 +367,8 @@ INSTRUMENTOR_CLASSES = {
     "litellm": "LiteLLMInstrumentor", "openai_agents": "OpenAIAgentsInstrumentor",
     "pydantic_ai": "PydanticAIInstrumentor", "mcp": "MCPInstrumentor",
     "google_genai": "GoogleGenAIInstrumentor", "llamaindex": "LlamaIndexInstrumentor",
-    "strands": "StrandsInstrumentor", "google_adk": "GoogleADKInstrumentor"}
+    "strands": "StrandsInstrumentor", "google_adk": "GoogleADKInstrumentor",
+    "crewai": "CrewAIInstrumentor"}
 
 
 def _otelmw_instrumentor(name: str, side: str = "") -> Any:
@@ -950,8 +960,59 @@ class GoogleADK(Host):
         yield turn
 
 
+class CrewAI(Host):
+    """CrewAI (its own venv: the ``crewai`` matrix environment's pins, openai 2.x): a
+    ``Crew`` of one agent and one task on CrewAI's native OpenAI provider, the crew made
+    once and kicked off every turn. CrewAI's own anonymous telemetry and tracing are off
+    in every child (``_child_env``)."""
+
+    name, title = "crewai", "CrewAI 1.15.30"
+    shape = ("`Crew.kickoff` of one `Agent` with one `Task` and one `@tool`, CrewAI's native "
+             "OpenAI provider (`LLM(model=\"openai/gpt-4o-mini\")`, chat completions): "
+             "2 model calls, 1 tool call")
+    venv = "crewai"
+    otelmw = ("crewai", "openai")
+    # OpenInference's default (wrapper) mode, as its README recommends for a Python
+    # program: crew, task and tool spans, no LLM span (only its event-listener mode,
+    # meant for event-bus deployments, makes those)
+    peers = {"openinference": "OpenInference crewai 1.1.21",
+             "openllmetry": "OpenLLMetry crewai 0.62.4"}
+
+    def install(self, contender: str, tp: Any) -> None:
+        if contender == "openinference":
+            from openinference.instrumentation.crewai import CrewAIInstrumentor  # type: ignore
+        else:
+            from opentelemetry.instrumentation.crewai import CrewAIInstrumentor  # type: ignore
+        CrewAIInstrumentor().instrument(tracer_provider=tp)
+
+    def turn(self) -> Callable[[], Any]:
+        import httpx
+        from crewai import LLM, Agent, Crew, Task
+        from crewai.tools import tool
+        from openai import OpenAI
+
+        @tool("get_weather")  # type: ignore[untyped-decorator]
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return get_weather_text(city)
+
+        llm = LLM(model=f"openai/{MODEL}", api_key="sk-bench",
+                  base_url="http://bench.invalid/v1", max_retries=0)
+        # CrewAI's own client settings, on the in-memory transport (its provider takes
+        # an interceptor, not a transport: an interceptor still sends over the network)
+        llm._client = OpenAI(  # type: ignore[attr-defined]
+            **llm._get_client_params(),  # type: ignore[attr-defined]
+            http_client=httpx.Client(transport=_transport(httpx)))  # type: ignore[arg-type]
+        agent = Agent(role="weather", goal="Report the weather", backstory="A forecaster.",
+                      llm=llm, tools=[get_weather])
+        task = Task(description=QUESTION, expected_output="the weather", agent=agent)
+        crew = Crew(name="bench", agents=[agent], tasks=[task])
+        return lambda: crew.kickoff().raw
+
+
 HOST_LIST: list[Host] = [LangChain(), LangGraph(), LiteLLM(), OpenAIAgents(), PydanticAI(),
-                         MCP(), MCP1(), GoogleGenAI(), LlamaIndex(), Strands(), GoogleADK()]
+                         MCP(), MCP1(), GoogleGenAI(), LlamaIndex(), Strands(), GoogleADK(),
+                         CrewAI()]
 HOSTS: dict[str, Host] = {h.name: h for h in HOST_LIST}
 CONTENDER = ""  # the contender of this child process (a host's turn may depend on it)
 
@@ -1159,6 +1220,9 @@ def _child_env() -> dict[str, str]:
     first = os.environ.get("OTELMW_BENCH_HOST_PATH")
     env.update(PYTHONHASHSEED="0", LANGSMITH_TRACING="false", OTELMW_HOME="/nonexistent",
                LITELLM_LOCAL_MODEL_COST_MAP="True",  # no network fetch (and retries) at import
+               # CrewAI's anonymous usage telemetry and its trace upload off, every contender
+               CREWAI_DISABLE_TELEMETRY="true", CREWAI_DISABLE_TRACKING="true",
+               CREWAI_TRACING_ENABLED="false",
                PYTHONPATH=os.pathsep.join(p for p in (first, str(ROOT), str(HERE)) if p))
     return env
 
@@ -1227,7 +1291,7 @@ def requirements(name: str) -> list[str]:
             line = line.split("#", 1)[0].strip()
             if line and not line.startswith(("anthropic==", "pytest-asyncio==")):
                 wanted.append(line)
-    shared_pins = [] if name in ("strands", "google-adk") else (
+    shared_pins = [] if name in ("strands", "google-adk", "crewai") else (
         SHARED if name in HOST_PINNED else SHARED_MCP1)
     for shared in shared_pins:
         try:
