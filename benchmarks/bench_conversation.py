@@ -23,8 +23,9 @@ from 100 to 800 over 700).
 
 Targets (issue 39 item 3, which replaced issue 27's 0.5 at both lengths), instructions
 over the bare call: with capture on, otelmw at most 0.55 × the official instrumentation
-at 1 message and 0.25 × at 100, and a cost per message below the official's. (With capture off, benchmark 1b's targets, 0.5 × the official and
-1.25 × the floor; the table shows both ratios at every length.)
+at 1 message and 0.25 × at 100, and a cost per message below the official's. (With
+capture off, benchmark 1b's targets, 0.5 × the official and 1.25 × the floor; the table
+shows both ratios at every length.)
 
 The SDK call itself grows by about 1.5 M instructions per message, so the long
 conversations make fewer calls (``CALLS``; at 800 messages one counted call after the
