@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -94,7 +95,8 @@ def _stamp(path: Path) -> Path:
     return path / "otelmw-bench.json"
 
 
-def ensure_venv(path: Path = DEFAULT_VENV, log=print, openai: str | None = None) -> Path:
+def ensure_venv(path: Path = DEFAULT_VENV, log: Callable[[str], None] = print,
+                openai: str | None = None) -> Path:
     """Create/refresh the anchors venv (with openai release ``openai``, default the
     current environment's); returns its python. Idempotent and fast when the venv
     already matches the wanted requirements."""

@@ -120,7 +120,7 @@ def _otelmw(provider: Any, contract: bool) -> None:
 def _floor_plugin() -> Any:
     from google.adk.plugins.base_plugin import BasePlugin
 
-    class PassThrough(BasePlugin):
+    class PassThrough(BasePlugin):  # type: ignore[misc]  # (ADK untyped where absent)
         async def before_model_callback(self, **kw: Any) -> Any:
             return None
 

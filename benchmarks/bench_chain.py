@@ -125,6 +125,7 @@ def _contract_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:
         end = {"otelmw.middleware.outcome": "passed", "openinference.span.kind": "CHAIN",
                "metadata": json.dumps({**attrs, "otelmw.middleware.outcome": "passed"},
                                       separators=(",", ":"))}
+        cb: Callable[..., Any]
         if tracer is None:
             def cb(_name: str = name, _attrs: dict[str, Any] = attrs, **kw: Any) -> Any:
                 try:
@@ -132,7 +133,7 @@ def _contract_callbacks(kind: str, n: int, tracer: Any) -> list[Any]:
                 finally:
                     pass
         else:
-            def cb(_name: str = name, _attrs: dict[str, Any] = attrs,
+            def cb(_name: str = name, _attrs: dict[str, Any] = attrs,  # type: ignore[misc]
                    _end: dict[str, Any] = end, **kw: Any) -> Any:
                 span = tracer.start_span(_name, kind=internal, attributes=_attrs)
                 token = attach(set_in(span))

@@ -192,8 +192,10 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]))
     elif len(sys.argv) > 1 and sys.argv[1] == "--profile":
-        print(profile(*(sys.argv[2:3] or ["otelmw"]),
-                      *(int(x) for x in sys.argv[3:4]),
-                      *(x == "on" for x in sys.argv[4:5])))
+        # --profile [contender [length [on|off]]]
+        rest = sys.argv[2:]
+        print(profile(rest[0] if rest else "otelmw",
+                      int(rest[1]) if len(rest) > 1 else 100,
+                      rest[2] == "on" if len(rest) > 2 else True))
     else:
         main()

@@ -283,9 +283,19 @@ def _openai(asynchronous: bool = False) -> Any:
     import httpx2
     from openai import AsyncOpenAI, OpenAI
 
-    cls, http = (AsyncOpenAI, httpx2.AsyncClient) if asynchronous else (OpenAI, httpx2.Client)
+    cls: Any = AsyncOpenAI if asynchronous else OpenAI
+    http: Any = httpx2.AsyncClient if asynchronous else httpx2.Client
     return cls(api_key="sk-bench", max_retries=0, base_url="http://bench.invalid/v1",
                http_client=http(transport=_transport()))
+
+
+def _pinned_gemini_temperature(request: dict[str, Any]) -> dict[str, Any]:
+    """The contract's ``llm_request`` rewrite of a Gemini request (google-genai, ADK):
+    its config with the temperature pinned."""
+    from google.genai import types
+
+    config = request.get("config") or types.GenerateContentConfig()
+    return {**request, "config": config.model_copy(update={"temperature": 0.25})}
 
 
 def _gemini_answer(body: dict[str, Any], n: int) -> bytes:
@@ -486,6 +496,7 @@ class LangChain(Host):
         from langchain.agents.middleware import AgentMiddleware
         from langchain_core.tools import tool
         from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
 
         class PassThrough(AgentMiddleware):  # type: ignore[misc]
             """What LangChain charges for any middleware of otelmw's shape."""
@@ -502,11 +513,12 @@ class LangChain(Host):
             return get_weather_text(city)
 
         client = _openai()
-        model = ChatOpenAI(model=MODEL, api_key="sk-bench", base_url="http://bench.invalid/v1",
+        model = ChatOpenAI(model=MODEL, api_key=SecretStr("sk-bench"),
+                           base_url="http://bench.invalid/v1",
                            max_retries=0, client=client.chat.completions, root_client=client)
         middleware = [PassThrough()] if CONTENDER == "floor" else []
         agent = create_agent(model, tools=[get_weather], name="bench", middleware=middleware)
-        question = {"messages": [{"role": "user", "content": QUESTION}]}
+        question: Any = {"messages": [{"role": "user", "content": QUESTION}]}
         return lambda: agent.invoke(question)["messages"][-1].content
 
 
@@ -524,6 +536,7 @@ class LangGraph(LangChain):
         from langchain_openai import ChatOpenAI
         from langgraph.graph import START, MessagesState, StateGraph
         from langgraph.prebuilt import ToolNode, tools_condition
+        from pydantic import SecretStr
 
         @tool
         def get_weather(city: str) -> str:
@@ -531,7 +544,8 @@ class LangGraph(LangChain):
             return get_weather_text(city)
 
         client = _openai()
-        model = ChatOpenAI(model=MODEL, api_key="sk-bench", base_url="http://bench.invalid/v1",
+        model = ChatOpenAI(model=MODEL, api_key=SecretStr("sk-bench"),
+                           base_url="http://bench.invalid/v1",
                            max_retries=0, client=client.chat.completions,
                            root_client=client).bind_tools([get_weather])
 
@@ -571,10 +585,7 @@ class GoogleGenAI(Host):
         Instrumentor().instrument(tracer_provider=tp, skip_dep_check=True)
 
     def pinned_temperature(self, request: dict[str, Any]) -> dict[str, Any]:
-        from google.genai import types
-
-        config = request.get("config") or types.GenerateContentConfig()
-        return {**request, "config": config.model_copy(update={"temperature": 0.25})}
+        return _pinned_gemini_temperature(request)
 
     def turn(self) -> Callable[[], Any]:
         from google.genai import types
@@ -762,11 +773,11 @@ class MCP(Host):
     def server(self) -> Any:
         server = self.server_class()("weather")
 
-        @server.tool()
         def get_weather(city: str) -> str:
             """Current weather for a city."""
             return get_weather_text(city)
 
+        server.tool()(get_weather)
         return server
 
     @contextlib.asynccontextmanager
@@ -790,12 +801,14 @@ class MCP1(MCP):
     peers = {"openllmetry": "OpenLLMetry mcp 0.62.4"}
 
     def server_class(self) -> Any:
-        from mcp.server.fastmcp import FastMCP
+        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined]  # mcp 1.x
 
         return FastMCP
 
     def connected(self, server: Any) -> Any:
-        from mcp.shared.memory import create_connected_server_and_client_session
+        from mcp.shared.memory import (  # type: ignore[attr-defined]  # mcp 1.x
+            create_connected_server_and_client_session,
+        )
 
         return create_connected_server_and_client_session(server)
 
@@ -878,14 +891,16 @@ class Strands(Host):
         from strands import Agent, tool
         from strands.models.openai import OpenAIModel
 
-        @tool
+        @tool  # type: ignore[untyped-decorator]  # (strands' is typed where it is installed)
         def get_weather(city: str) -> str:
             """Current weather for a city."""
             return get_weather_text(city)
 
         client = AsyncOpenAI(api_key="sk-bench", max_retries=0,
                              base_url="http://bench.invalid/v1",
-                             http_client=httpx.AsyncClient(transport=_transport(httpx)))
+                             # openai 2.x (the strands venv) takes an httpx client
+                             http_client=httpx.AsyncClient(  # type: ignore[arg-type]
+                                 transport=_transport(httpx)))
         agent = Agent(model=OpenAIModel(client=client, model_id=MODEL), tools=[get_weather],
                       name="Weather", system_prompt="Answer briefly.", callback_handler=None)
 
@@ -916,7 +931,7 @@ class GoogleADK(Host):
         return  # the global provider (_prepare) turns ADK's spans on
 
     def pinned_temperature(self, request: dict[str, Any]) -> dict[str, Any]:
-        return GoogleGenAI.pinned_temperature(self, request)
+        return _pinned_gemini_temperature(request)
 
     @contextlib.asynccontextmanager
     async def aturn(self) -> Any:
@@ -1240,7 +1255,9 @@ def count(python: str, args: list[str]) -> int:
 
 def record(python: str, host: str, contender: str, warmup: int) -> str:
     """The spans of one turn of otelmw row ``contender``, recorded once per run (a path)."""
-    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"otelmw-bench-spans-{host}-{contender}.json"
+    # the parent's pid in the name: two runs at once (one host each) never share a file
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / (
+        f"otelmw-bench-spans-{host}-{contender}-{os.getpid()}.json")
     if out not in _RECORDED:
         proc = subprocess.run([python, __file__, "--record", host, contender, str(warmup),
                                str(out)], capture_output=True, text=True, env=_child_env(),

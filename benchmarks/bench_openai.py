@@ -166,22 +166,22 @@ def install(config: str, tp: TracerProvider, lp: Any = None) -> None:
                                           failures=pipe.failures)
         OpenAIInstrumentor().instrument(tracer_provider=tp)
     elif config.startswith("official"):
-        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor as Official
 
-        OpenAIInstrumentor().instrument(tracer_provider=tp, logger_provider=lp)
+        Official().instrument(tracer_provider=tp, logger_provider=lp)
     elif config.startswith("openinference"):
         if config.endswith("nocontent"):
             os.environ["OPENINFERENCE_HIDE_INPUTS"] = "true"
             os.environ["OPENINFERENCE_HIDE_OUTPUTS"] = "true"
-        from openinference.instrumentation.openai import OpenAIInstrumentor
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
 
-        OpenAIInstrumentor().instrument(tracer_provider=tp)
+        OpenInference().instrument(tracer_provider=tp)
     elif config.startswith("openllmetry"):
         if config.endswith("nocontent"):
             os.environ["TRACELOOP_TRACE_CONTENT"] = "false"
-        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
 
-        OpenAIInstrumentor().instrument(tracer_provider=tp)
+        OpenLLMetry().instrument(tracer_provider=tp)
     else:
         raise ValueError(config)
 
@@ -195,7 +195,7 @@ def setup(config: str, messages: list[dict[str, str]] = MESSAGES, lp: Any = None
     client = make_client()
 
     def call() -> Any:
-        return client.chat.completions.create(model=MODEL, messages=messages,
+        return client.chat.completions.create(model=MODEL, messages=messages,  # type: ignore[arg-type]
                                               temperature=0.2, max_tokens=64)
 
     first = call()

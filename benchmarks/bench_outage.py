@@ -65,7 +65,7 @@ rx.stop()
 def closed_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+    port = int(s.getsockname()[1])
     s.close()
     return port
 
