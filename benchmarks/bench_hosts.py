@@ -104,6 +104,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib
 import json
 import os
 import re
@@ -440,9 +441,18 @@ class Host:
     def setup(self) -> None:
         """Before any contender is installed (every contender alike)."""
 
+    # peer contender -> the "module:Class" of its BaseInstrumentor (``install``)
+    instrumentors: dict[str, str] = {}
+    instrument_options: dict[str, Any] = {}  # more arguments of every ``instrument()``
+
     def install(self, contender: str, tp: Any) -> None:
-        """Install peer ``contender`` onto ``tp``."""
-        raise ValueError(f"{self.name}/{contender}")
+        """Install peer ``contender`` onto ``tp``: its instrumentor, instrumented."""
+        target = self.instrumentors.get(contender)
+        if target is None:
+            raise ValueError(f"{self.name}/{contender}")
+        module, cls = target.split(":")
+        instrumentor = getattr(importlib.import_module(module), cls)
+        instrumentor().instrument(tracer_provider=tp, **self.instrument_options)
 
     def turn(self) -> Callable[[], Any]:
         raise NotImplementedError
@@ -474,22 +484,14 @@ class LangChain(Host):
     extras = {"otelmw-plain": "otelmw, no plugin",
               "floor": "floor: a pass-through `AgentMiddleware`, no telemetry"}
 
+    instrumentors = {
+        "official": "opentelemetry.instrumentation.genai.langchain:LangChainInstrumentor",
+        "openinference": "openinference.instrumentation.langchain:LangChainInstrumentor",
+        "openllmetry": "opentelemetry.instrumentation.langchain:LangchainInstrumentor"}
+
     def install(self, contender: str, tp: Any) -> None:
-        if contender == "floor":
-            return  # the agent gets the middleware (turn)
-        if contender == "official":
-            from opentelemetry.instrumentation.genai.langchain import (  # type: ignore
-                LangChainInstrumentor,
-            )
-        elif contender == "openinference":
-            from openinference.instrumentation.langchain import (  # type: ignore
-                LangChainInstrumentor,
-            )
-        else:
-            from opentelemetry.instrumentation.langchain import (  # type: ignore
-                LangchainInstrumentor as LangChainInstrumentor,
-            )
-        LangChainInstrumentor().instrument(tracer_provider=tp)
+        if contender != "floor":  # (the floor's middleware is the agent's: turn)
+            super().install(contender, tp)
 
     def turn(self) -> Callable[[], Any]:
         from langchain.agents import create_agent
@@ -573,16 +575,10 @@ class GoogleGenAI(Host):
     peers = {"official": "official google-genai 1.3b0 (declares < 3; check skipped)",
              "openinference": "OpenInference google-genai 1.4.14"}
 
-    def install(self, contender: str, tp: Any) -> None:
-        if contender == "official":
-            from opentelemetry.instrumentation.google_genai import (  # type: ignore
-                GoogleGenAiSdkInstrumentor as Instrumentor,
-            )
-        else:
-            from openinference.instrumentation.google_genai import (  # type: ignore
-                GoogleGenAIInstrumentor as Instrumentor,
-            )
-        Instrumentor().instrument(tracer_provider=tp, skip_dep_check=True)
+    instrumentors = {
+        "official": "opentelemetry.instrumentation.google_genai:GoogleGenAiSdkInstrumentor",
+        "openinference": "openinference.instrumentation.google_genai:GoogleGenAIInstrumentor"}
+    instrument_options = {"skip_dep_check": True}  # the official one declares < 3
 
     def pinned_temperature(self, request: dict[str, Any]) -> dict[str, Any]:
         return _pinned_gemini_temperature(request)
@@ -609,12 +605,9 @@ class LiteLLM(Host):
     peers = {"openinference": "OpenInference litellm 0.1.51",
              "openllmetry": "OpenLLMetry litellm 0.62.4"}
 
-    def install(self, contender: str, tp: Any) -> None:
-        if contender == "openinference":
-            from openinference.instrumentation.litellm import LiteLLMInstrumentor  # type: ignore
-        else:
-            from opentelemetry.instrumentation.litellm import LiteLLMInstrumentor  # type: ignore
-        LiteLLMInstrumentor().instrument(tracer_provider=tp)
+    instrumentors = {
+        "openinference": "openinference.instrumentation.litellm:LiteLLMInstrumentor",
+        "openllmetry": "opentelemetry.instrumentation.litellm:LiteLLMInstrumentor"}
 
     def turn(self) -> Callable[[], Any]:
         import litellm
@@ -741,6 +734,7 @@ class MCP(Host):
     shape = "one `tools/call` round trip of the in-process `mcp.Client(server)`"
     otelmw = ("mcp",)
     peers = {"native": "the MCP SDK's own spans", "openllmetry": "OpenLLMetry mcp 0.62.4"}
+    instrumentors = {"openllmetry": "opentelemetry.instrumentation.mcp:McpInstrumentor"}
     extras = {"otelmw-client": "otelmw, client side only, full contract",
               "otelmw-server": "otelmw, server side only, full contract"}
     answer = "sunny in Paris"
@@ -753,11 +747,8 @@ class MCP(Host):
         return ("otelmw-client", "otelmw-server")
 
     def install(self, contender: str, tp: Any) -> None:
-        if contender == "native":
-            return  # the global provider (child) turns the SDK's spans on
-        from opentelemetry.instrumentation.mcp import McpInstrumentor  # type: ignore
-
-        McpInstrumentor().instrument(tracer_provider=tp)
+        if contender != "native":  # (the global provider, child, turns the SDK's spans on)
+            super().install(contender, tp)
 
     def server_class(self) -> Any:
         from mcp.server.mcpserver import MCPServer
@@ -823,16 +814,9 @@ class LlamaIndex(Host):
              "openllmetry": "OpenLLMetry llamaindex 0.62.4"}
     asynchronous = True
 
-    def install(self, contender: str, tp: Any) -> None:
-        if contender == "openinference":
-            from openinference.instrumentation.llama_index import (  # type: ignore
-                LlamaIndexInstrumentor,
-            )
-        else:
-            from opentelemetry.instrumentation.llamaindex import (  # type: ignore
-                LlamaIndexInstrumentor,
-            )
-        LlamaIndexInstrumentor().instrument(tracer_provider=tp)
+    instrumentors = {
+        "openinference": "openinference.instrumentation.llama_index:LlamaIndexInstrumentor",
+        "openllmetry": "opentelemetry.instrumentation.llamaindex:LlamaIndexInstrumentor"}
 
     @contextlib.asynccontextmanager
     async def aturn(self) -> Any:
@@ -993,12 +977,9 @@ class CrewAI(Host):
     peers = {"openinference": "OpenInference crewai 1.1.21",
              "openllmetry": "OpenLLMetry crewai 0.62.4"}
 
-    def install(self, contender: str, tp: Any) -> None:
-        if contender == "openinference":
-            from openinference.instrumentation.crewai import CrewAIInstrumentor  # type: ignore
-        else:
-            from opentelemetry.instrumentation.crewai import CrewAIInstrumentor  # type: ignore
-        CrewAIInstrumentor().instrument(tracer_provider=tp)
+    instrumentors = {
+        "openinference": "openinference.instrumentation.crewai:CrewAIInstrumentor",
+        "openllmetry": "opentelemetry.instrumentation.crewai:CrewAIInstrumentor"}
 
     def turn(self) -> Callable[[], Any]:
         import httpx
