@@ -88,9 +88,9 @@ def _in_event_loop() -> bool:
     return True
 
 
-def crew_kickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
-    opened = _crew_turn(instance)
+def _run(opened: _Opened | None, wrapped: Any, args: tuple[Any, ...],
+         kwargs: dict[str, Any]) -> Any:
+    """CrewAI's own call inside the turn ``opened`` (if any), which ends with it."""
     try:
         result = wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -100,9 +100,9 @@ def crew_kickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
     return result
 
 
-async def crew_akickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                        kwargs: dict[str, Any]) -> Any:
-    opened = _crew_turn(instance)
+async def _arun(opened: _Opened | None, wrapped: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    """``_run`` for CrewAI's async calls."""
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -110,6 +110,16 @@ async def crew_akickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
         raise
     _close(opened, None)
     return result
+
+
+def crew_kickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+    return _run(_crew_turn(instance), wrapped, args, kwargs)
+
+
+async def crew_akickoff(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Any:
+    return await _arun(_crew_turn(instance), wrapped, args, kwargs)
 
 
 def agent_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -118,23 +128,10 @@ def agent_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
     loop, answers ``kickoff_async``'s coroutine: that is the turn then)."""
     opened = None if _in_event_loop() and wrapped.__name__ == "kickoff" else (
         _agent_turn(instance))
-    try:
-        result = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        _close(opened, exc)
-        raise
-    _close(opened, None)
-    return result
+    return _run(opened, wrapped, args, kwargs)
 
 
 async def agent_arun(wrapped: Any, instance: Any, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
     """``Agent.aexecute_task`` and ``Agent.kickoff_async``."""
-    opened = _agent_turn(instance)
-    try:
-        result = await wrapped(*args, **kwargs)
-    except BaseException as exc:
-        _close(opened, exc)
-        raise
-    _close(opened, None)
-    return result
+    return await _arun(_agent_turn(instance), wrapped, args, kwargs)
