@@ -19,6 +19,7 @@ own answer (its call made once).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
@@ -123,7 +124,7 @@ def _is_async_stream(value: Any) -> bool:
     return hasattr(type(value), "__anext__")
 
 
-def _checked(answer: Any, out: HostOutcome, where: str, fits: Any) -> Any:
+def _checked(answer: Any, out: HostOutcome, where: str, fits: Callable[[Any], bool]) -> Any:
     """What LlamaIndex gets for the pipeline's ``answer``: it, when it is what the
     method returns; else (an ``llm_execution`` layer that answered something else
     without ``next_call``: counted) the LLM's own answer, or ``_RUN_HOST``."""
@@ -137,89 +138,73 @@ def _checked(answer: Any, out: HostOutcome, where: str, fits: Any) -> Any:
     return _RUN_HOST
 
 
-def chat(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    found = _prepared(instance, args, kwargs, "chat")
-    if found is None:
-        return wrapped(*args, **kwargs)
-    out = host_outcome()
-    try:
-        answer = get_pipeline().run_llm(
-            found.view.request,
-            lambda payload: out.call(lambda p: found.host(wrapped, p), payload),
-            **found.options)
-    except BaseException as exc:
-        if out.recover(exc, "chat"):
-            return wrapped(*args, **kwargs)
-        return out.result
-    answer = _checked(answer, out, "chat", _is_response)
-    return wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
-
-
-async def achat(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
-    found = _prepared(instance, args, kwargs, "achat")
-    if found is None:
-        return await wrapped(*args, **kwargs)
-    out = host_outcome()
-
-    async def host(payload: Any) -> Any:
-        return await found.host(wrapped, payload)
-
-    try:
-        answer = await get_pipeline().arun_llm(
-            found.view.request, lambda payload: out.acall(host, payload), **found.options)
-    except BaseException as exc:
-        if out.recover(exc, "achat"):
-            return await wrapped(*args, **kwargs)
-        return out.result
-    answer = _checked(answer, out, "achat", _is_response)
-    return await wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
-
-
-
-
-
-
-def stream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
-    found = _prepared(instance, args, kwargs, "stream_chat")
+def _through_pipeline(where: str, streamed: bool, fits: Callable[[Any], bool], wrapped: Any,
+                      instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A sync chat method (``chat``, ``stream_chat``) as one call through the pipeline;
+    a stream is stepped with the call current (``CallStream``)."""
+    found = _prepared(instance, args, kwargs, where)
     if found is None:
         return wrapped(*args, **kwargs)
     out = host_outcome()
 
     def host(payload: Any) -> Any:
-        return CallStream(found.host(wrapped, payload), current_llm_call())
+        answer = found.host(wrapped, payload)
+        return CallStream(answer, current_llm_call()) if streamed else answer
 
     try:
         answer = get_pipeline().run_llm(found.view.request,
                                         lambda payload: out.call(host, payload), **found.options)
     except BaseException as exc:
-        if out.recover(exc, "stream_chat"):
+        if out.recover(exc, where):
             return wrapped(*args, **kwargs)
         return out.result
-    answer = _checked(answer, out, "stream_chat", _is_stream)
+    answer = _checked(answer, out, where, fits)
     return wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
 
 
-async def astream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                       kwargs: dict[str, Any]) -> Any:
-    found = _prepared(instance, args, kwargs, "astream_chat")
+async def _athrough_pipeline(where: str, streamed: bool, fits: Callable[[Any], bool],
+                             wrapped: Any, instance: Any, args: tuple[Any, ...],
+                             kwargs: dict[str, Any]) -> Any:
+    """``_through_pipeline`` for the async chat methods (``achat``, ``astream_chat``)."""
+    found = _prepared(instance, args, kwargs, where)
     if found is None:
         return await wrapped(*args, **kwargs)
     out = host_outcome()
 
     async def host(payload: Any) -> Any:
-        return AsyncCallStream(await found.host(wrapped, payload), current_llm_call())
+        answer = await found.host(wrapped, payload)
+        return AsyncCallStream(answer, current_llm_call()) if streamed else answer
 
     try:
         answer = await get_pipeline().arun_llm(
             found.view.request, lambda payload: out.acall(host, payload), **found.options)
     except BaseException as exc:
-        if out.recover(exc, "astream_chat"):
+        if out.recover(exc, where):
             return await wrapped(*args, **kwargs)
         return out.result
-    answer = _checked(answer, out, "astream_chat", _is_async_stream)
+    answer = _checked(answer, out, where, fits)
     return await wrapped(*args, **kwargs) if answer is _RUN_HOST else answer
+
+
+def chat(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _through_pipeline("chat", False, _is_response, wrapped, instance, args, kwargs)
+
+
+async def achat(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    return await _athrough_pipeline("achat", False, _is_response, wrapped, instance, args,
+                                    kwargs)
+
+
+def stream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    return _through_pipeline("stream_chat", True, _is_stream, wrapped, instance, args, kwargs)
+
+
+async def astream_chat(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> Any:
+    return await _athrough_pipeline("astream_chat", True, _is_async_stream, wrapped, instance,
+                                    args, kwargs)
 
 
 WRAPPERS = {"chat": chat, "achat": achat, "stream_chat": stream_chat,
