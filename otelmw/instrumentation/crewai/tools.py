@@ -175,10 +175,10 @@ def _invoke_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, C
     return kwargs.get("input"), lambda a, k, new: (a, {**k, "input": new})
 
 
-def structured_invoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> Any:
-    """``CrewStructuredTool.invoke(input, …)`` (a ReAct tool call)."""
-    seam = None
+def _structured_seam(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     wrapped: Any, where: str) -> _Seam | None:
+    """The seam of one ``CrewStructuredTool.invoke``/``ainvoke`` (``None``: none, or
+    otelmw failed to make it: counted at ``where``)."""
     try:
         tool_input, put = _invoke_input(args, kwargs)
 
@@ -186,9 +186,16 @@ def structured_invoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
             a, k = put(args, kwargs, new)
             return wrapped(*a, **k)
 
-        seam = _seam(instance, tool_input, invoke, "tool_invoke")
+        return _seam(instance, tool_input, invoke, where)
     except Exception as exc:
-        failed("tool_invoke", exc)
+        failed(where, exc)
+        return None
+
+
+def structured_invoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """``CrewStructuredTool.invoke(input, …)`` (a ReAct tool call)."""
+    seam = _structured_seam(instance, args, kwargs, wrapped, "tool_invoke")
     if seam is None:
         return wrapped(*args, **kwargs)
     return _run(seam, lambda: wrapped(*args, **kwargs), "tool_invoke")
@@ -197,17 +204,7 @@ def structured_invoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
 async def structured_ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
                              kwargs: dict[str, Any]) -> Any:
     """``CrewStructuredTool.ainvoke(input, …)``."""
-    seam = None
-    try:
-        tool_input, put = _invoke_input(args, kwargs)
-
-        def invoke(new: dict[str, Any]) -> Any:
-            a, k = put(args, kwargs, new)
-            return wrapped(*a, **k)
-
-        seam = _seam(instance, tool_input, invoke, "tool_ainvoke")
-    except Exception as exc:
-        failed("tool_ainvoke", exc)
+    seam = _structured_seam(instance, args, kwargs, wrapped, "tool_ainvoke")
     if seam is None:
         return await wrapped(*args, **kwargs)
     return await _arun(seam, lambda: wrapped(*args, **kwargs), "tool_ainvoke")
