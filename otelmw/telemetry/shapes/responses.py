@@ -26,14 +26,51 @@ class OutputSink(Protocol):
 
 
 def get(obj: Any, key: str) -> Any:
+    """``obj[key]`` of a dict, else ``getattr(obj, key, None)`` (``None`` when it raises).
+
+    The readers try one name after another (``prompt_tokens``, then ``input_tokens``), so
+    most lookups of a provider's pydantic model miss; a miss through pydantic's own
+    ``__getattr__`` raises and catches an ``AttributeError`` (benchmark 7: 28 a turn of the
+    Agents SDK). A pydantic model's field, extra or class attribute is looked up where
+    pydantic keeps it instead: the same answers, no exception (``test_semconv_messages``
+    checks both ways agree)."""
     if obj is None:
         return None
     if isinstance(obj, dict):
         return obj.get(key)
+    cls = type(obj)
+    if _is_pydantic(cls):
+        try:
+            found = obj.__dict__.get(key, _MISSING)  # a field's value
+            if found is not _MISSING:
+                return found
+            if hasattr(cls, key):  # a property, method or class attribute
+                return getattr(obj, key, None)
+            extra = obj.__pydantic_extra__  # a field the model does not declare
+            return extra.get(key) if extra else None
+        except Exception:
+            return None
     try:
         return getattr(obj, key, None)
     except Exception:
         return None
+
+
+_MISSING = object()
+_PYDANTIC: dict[type, bool] = {}  # class -> a pydantic v2 model with the usual storage
+
+
+def _is_pydantic(cls: type) -> bool:
+    known = _PYDANTIC.get(cls)
+    if known is None:
+        # pydantic v2: fields in the instance __dict__, undeclared ones in the
+        # __pydantic_extra__ slot; a class of its own __getattr__ keeps getattr's path
+        getattr_of = getattr(cls, "__getattr__", None)
+        known = hasattr(cls, "__pydantic_fields__") and hasattr(cls, "__pydantic_extra__") and (
+            getattr(getattr_of, "__module__", "") or "").startswith("pydantic.")
+        if len(_PYDANTIC) < 4096:  # classes made per call: forget none, grow no further
+            _PYDANTIC[cls] = known
+    return known
 
 
 def _int(value: Any) -> int | None:
