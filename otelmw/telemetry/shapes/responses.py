@@ -44,7 +44,7 @@ def get(obj: Any, key: str) -> Any:
             found = obj.__dict__.get(key, _MISSING)  # a field's value
             if found is not _MISSING:
                 return found
-            if hasattr(cls, key):  # a property, method or class attribute
+            if _class_has(cls, key):  # a property, method or class attribute
                 return getattr(obj, key, None)
             extra = obj.__pydantic_extra__  # a field the model does not declare
             return extra.get(key) if extra else None
@@ -58,6 +58,18 @@ def get(obj: Any, key: str) -> Any:
 
 _MISSING = object()
 _PYDANTIC: dict[type, bool] = {}  # class -> a pydantic v2 model with the usual storage
+# (class, name) -> whether the class has it: ``hasattr`` on a pydantic class misses
+# through its metaclass's ``__getattr__``, raising (the readers ask the same few names)
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
+
+
+def _class_has(cls: type, key: str) -> bool:
+    known = _CLASS_HAS.get((cls, key))
+    if known is None:
+        known = hasattr(cls, key)
+        if len(_CLASS_HAS) < 4096:
+            _CLASS_HAS[(cls, key)] = known
+    return known
 
 
 def _is_pydantic(cls: type) -> bool:
