@@ -619,7 +619,7 @@ class LiteLLM(Host):
 
 
 class OpenAIAgents(Host):
-    name, title = "openai-agents", "OpenAI Agents SDK 0.24.0"
+    name, title = "openai-agents", "OpenAI Agents SDK 0.25.0"
     shape = ("`Runner.run_sync`, one `@function_tool` (Responses API): 2 model calls, "
              "1 tool call; the SDK's tracing on, its export removed")
     otelmw = ("openai_agents", "openai")
