@@ -99,6 +99,13 @@ def child(config: str, length: int, capture: bool, n: int) -> None:
     counted_calls(setup(config, length, capture), n, WARMUP[length])
 
 
+def _name(config: str, capture: bool) -> str:
+    """A contender's name for ``--only``: ``bare``, ``floor``, ``otelmw-on``, ...."""
+    if config in ("otelmw", "official"):
+        return f"{config}-{'on' if capture else 'off'}"
+    return config
+
+
 def _key(config: str, capture: bool) -> str:
     return f"{config}, capture {'on' if capture else 'off'}" if config in (
         "otelmw", "official") else config
@@ -112,18 +119,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--lengths", default=",".join(map(str, LENGTHS)),
                    help="comma list of conversation lengths")
     p.add_argument("--calls", type=int, default=None, help="calls counted at every length")
+    p.add_argument("--only", default="",
+                   help="comma list of contenders counted (bare is always): floor, otelmw-off, "
+                        "official-off, otelmw-on, official-on; default all")
+    p.add_argument("--serial", action="store_true",
+                   help="one valgrind process at a time (same counts, twice the wall time; "
+                        "a machine shared with others' runs)")
     p.add_argument("--json", default=None, help="write raw results here")
     p.add_argument("-v", "--verbose", action="store_true", help="log every count")
     args = p.parse_args(argv)
     require_valgrind("6")
     lengths = [int(x) for x in args.lengths.split(",")]
     calls = {k: args.calls or CALLS["quick" if args.quick else "full"][k] for k in lengths}
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    contenders = [(c, on) for c, on in CONTENDERS
+                  if not only or c == "bare" or _name(c, on) in only]
     instr: dict[int, dict[str, float]] = {}
     for length in lengths:
         instr[length] = {}
-        for config, capture in CONTENDERS:
+        for config, capture in contenders:
             instr[length][_key(config, capture)] = per_call(
-                __file__, [config, str(length), str(int(capture))], calls[length])
+                __file__, [config, str(length), str(int(capture))], calls[length],
+                serial=args.serial)
             if args.verbose:
                 print(f"{length} messages, {_key(config, capture)}: "
                       f"{instr[length][_key(config, capture)]:.0f}", file=sys.stderr)
@@ -135,11 +152,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append([length, "uninstrumented", instr[length]["bare"], None, None, None])
         for key in ("floor", "otelmw, capture off", "official, capture off",
                     "otelmw, capture on", "official, capture on"):
-            official = o["official, capture on" if key.endswith("on") else
-                         "official, capture off"]
+            if key not in o:  # left out by --only
+                continue
+            official = o.get("official, capture on" if key.endswith("on") else
+                             "official, capture off")
             rows.append([length, key, instr[length][key], o[key],
-                         o[key] / official if key.startswith("otelmw") else None,
-                         o[key] / o["floor"] if key != "floor" else None])
+                         o[key] / official if key.startswith("otelmw") and official else None,
+                         o[key] / o["floor"] if key != "floor" and "floor" in o else None])
     print(f"\n### 6. OpenAI chat call over conversation length, in instructions "
           f"(valgrind; per call; calls per process: "
           f"{', '.join(f'{calls[k]:,} at {k}' for k in lengths)})\n")
@@ -159,13 +178,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     targets: dict[str, bool] = {}
     lines = []
     for length, bound in CAPTURE_ON_TARGETS.items():
-        if length in over:
+        if length in over and {"otelmw, capture on", "official, capture on"} <= over[length].keys():
             r = over[length]["otelmw, capture on"] / over[length]["official, capture on"]
             ok = targets[f"capture on, {length} messages: otelmw ≤ {bound} × official"] = (
                 r <= bound)
             lines.append(f"capture on, {length} message{'s' if length > 1 else ''}: otelmw / "
                          f"official = {r:.2f} (≤ {bound:.2f}: {h.verdict(ok)})")
-    if 1 in over and 100 in over:
+    if 1 in over and 100 in over and "otelmw, capture on" in per_message \
+            and "official, capture on" in per_message:
         mine = per_message["otelmw, capture on"]["1-100"]
         theirs = per_message["official, capture on"]["1-100"]
         ok = targets["capture on: otelmw per message < official"] = mine < theirs

@@ -76,10 +76,11 @@ def count(script: str, args: list[str]) -> int:
     return int(found.group(1))
 
 
-def per_call(script: str, args: list[str], n: int) -> float:
-    """Instructions per call of ``script``'s child ``args``: two processes side by side,
-    one making ``n`` counted calls (its last argument), the other none."""
-    with ThreadPoolExecutor(2) as pool:
+def per_call(script: str, args: list[str], n: int, serial: bool = False) -> float:
+    """Instructions per call of ``script``'s child ``args``: two processes side by side
+    (``serial``: one after the other, the same counts), one making ``n`` counted calls
+    (its last argument), the other none."""
+    with ThreadPoolExecutor(1 if serial else 2) as pool:
         none, some = pool.map(lambda k: count(script, [*args, str(k)]), (0, n))
     return (some - none) / n
 
