@@ -31,9 +31,12 @@ The SDK call itself grows by about 1.5 M instructions per message, so the long
 conversations make fewer calls (``CALLS``; at 800 messages one counted call after the
 setup's own). The counts barely move with the number of calls: the bare call with one
 message read 5,280,837 instructions at 1,000 calls and 5,289,336 / 5,283,946 in two runs
-at 150; what is not deterministic in a process (when the batch processors' threads
-export) costs about 10^5 instructions a time, under 0.01 % of an 800-message call
-(≈ 1.2 G instructions). Needs valgrind and the anchors' virtualenv, as benchmark 1b
+at 150. What is not deterministic in a process is when the batch processors' threads
+wake (every 5 s for spans, 1 s for log records): a long call takes seconds under
+valgrind, so how much export work falls inside the counted calls follows the machine's
+speed, about 0.6 M instructions a 100-message call with capture on between two runs on a
+loaded machine (performance.md section 6; with both schedule delays at 10^8 ms the same
+code repeats within ≈ 0.02 M). Needs valgrind and the anchors' virtualenv, as benchmark 1b
 (``run.py`` runs it there).
 """
 
