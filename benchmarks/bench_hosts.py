@@ -1219,6 +1219,12 @@ def _child_env() -> dict[str, str]:
                # CrewAI's anonymous usage telemetry and its trace upload off, every contender
                CREWAI_DISABLE_TELEMETRY="true", CREWAI_DISABLE_TRACKING="true",
                CREWAI_TRACING_ENABLED="false",
+               # numpy's OpenBLAS (imported by llama-index-core, among others) starts a
+               # worker thread at import that spin-waits (sched_yield) for a stretch of
+               # wall time: ≈ 21-22 M instructions a process under valgrind, more or less
+               # with the machine's load, which a 0-turn/N-turn difference turns into
+               # ≈ 4 M a turn of noise (5 turns). No turn calls BLAS: no worker thread.
+               OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(p for p in (first, str(ROOT), str(HERE)) if p))
     return env
 
