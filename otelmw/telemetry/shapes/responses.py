@@ -32,8 +32,8 @@ def get(obj: Any, key: str) -> Any:
     most lookups of a provider's pydantic model miss; a miss through pydantic's own
     ``__getattr__`` raises and catches an ``AttributeError`` (benchmark 7: 28 a turn of the
     Agents SDK). A pydantic model's field, extra or class attribute is looked up where
-    pydantic keeps it instead: the same answers, no exception (``test_semconv_messages``
-    checks both ways agree)."""
+    pydantic keeps it instead: the same answers, no exception
+    (``tests/test_telemetry_response_reads.py`` checks both ways agree)."""
     if obj is None:
         return None
     if isinstance(obj, dict):
