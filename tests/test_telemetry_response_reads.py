@@ -10,8 +10,8 @@ from typing import Any
 
 import pydantic
 import pytest
+from _support.sdk_releases import needs, openai_lacks
 from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
 
 from otelmw.telemetry.shapes.responses import ResponseFacts, get
 from otelmw.telemetry.spans.chat import _read_already
@@ -58,9 +58,19 @@ class Raising:
         raise RuntimeError("no id")
 
 
+NO_RESPONSES = openai_lacks(responses=True)  # openai 1.x before the Responses API
+
+
+def _response() -> Any:
+    from openai.types.responses import Response
+
+    return Response.model_validate(RESPONSE)
+
+
 def _objects() -> list[Any]:
-    chat, resp = ChatCompletion.model_validate(CHAT), Response.model_validate(RESPONSE)
-    return [chat, chat.usage, chat.choices[0], resp, resp.usage, Private(extra_field=7),
+    chat = ChatCompletion.model_validate(CHAT)
+    responses = [] if NO_RESPONSES else [_response(), _response().usage]
+    return [chat, chat.usage, chat.choices[0], *responses, Private(extra_field=7),
             SimpleNamespace(id="ns", model=None), Lazy()]
 
 
@@ -75,9 +85,10 @@ def test_get_of_a_raising_attribute_is_none() -> None:
     assert get(None, "id") is None and get({"id": 1}, "id") == 1
 
 
+@needs(NO_RESPONSES)
 def test_facts_from_a_responses_api_answer() -> None:
     facts = ResponseFacts()
-    facts.absorb(Response.model_validate(RESPONSE))
+    facts.absorb(_response())
     assert (facts.response_id, facts.model, facts.input_tokens, facts.output_tokens,
             facts.cache_read_tokens, facts.reasoning_tokens) == ("resp_1", "m", 4, 6, 1, 2)
 
