@@ -19,7 +19,6 @@ Under pydantic-ai's own instrumentation nothing is recorded (its spans are the r
 from __future__ import annotations
 
 from contextvars import ContextVar
-from functools import lru_cache
 from typing import Any
 
 from opentelemetry.trace import NoOpTracer
@@ -85,27 +84,33 @@ def _own_spans(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 # once per class (the tree is walked on every firing, about twenty a turn: benchmark 7).
 # A class whose hook methods are replaced after its first firing keeps its first verdict.
 _COMBINED, _HOOKS, _WRAPPER, _USERS, _BUILT_IN = range(5)
+_ROLES: dict[type, tuple[int, frozenset[str]]] = {}
 
 
-@lru_cache(maxsize=4096)  # (at most 4096 classes kept: classes made per run cannot grow it)
 def _role(cls: type) -> tuple[int, frozenset[str]]:
-    from pydantic_ai.capabilities import AbstractCapability, Hooks
-    from pydantic_ai.capabilities.combined import CombinedCapability
-    from pydantic_ai.capabilities.wrapper import WrapperCapability
+    role = _ROLES.get(cls)
+    if role is None:
+        from pydantic_ai.capabilities import AbstractCapability, Hooks
+        from pydantic_ai.capabilities.combined import CombinedCapability
+        from pydantic_ai.capabilities.wrapper import WrapperCapability
 
-    def overridden(base: type) -> frozenset[str]:
-        return frozenset(h for h in HOOK_POINTS
-                         if getattr(cls, h, None) is not getattr(base, h, None))
+        def overridden(base: type) -> frozenset[str]:
+            return frozenset(h for h in HOOK_POINTS
+                             if getattr(cls, h, None) is not getattr(base, h, None))
 
-    if issubclass(cls, CombinedCapability):
-        return _COMBINED, frozenset()
-    if issubclass(cls, Hooks):
-        return _HOOKS, overridden(Hooks)
-    if issubclass(cls, WrapperCapability):
-        return _WRAPPER, overridden(WrapperCapability)
-    if cls.__module__.startswith(("pydantic_ai.", "otelmw.")):
-        return _BUILT_IN, frozenset()
-    return _USERS, overridden(AbstractCapability)
+        if issubclass(cls, CombinedCapability):
+            role = (_COMBINED, frozenset())
+        elif issubclass(cls, Hooks):
+            role = (_HOOKS, overridden(Hooks))
+        elif issubclass(cls, WrapperCapability):
+            role = (_WRAPPER, overridden(WrapperCapability))
+        elif cls.__module__.startswith(("pydantic_ai.", "otelmw.")):
+            role = (_BUILT_IN, frozenset())
+        else:
+            role = (_USERS, overridden(AbstractCapability))
+        if len(_ROLES) < 4096:  # classes made per run: forget none, grow no further
+            _ROLES[cls] = role
+    return role
 
 
 def _answered(capability: Any, hook: str, call: Any) -> bool:
@@ -113,8 +118,7 @@ def _answered(capability: Any, hook: str, call: Any) -> bool:
     todo = [capability]
     while todo:
         cap = todo.pop()
-        cls: type = type(cap)
-        kind, overrides = _role(cls)
+        kind, overrides = _role(type(cap))
         if kind == _COMBINED:
             todo.extend(cap.capabilities)
         elif kind == _HOOKS:

@@ -7,7 +7,6 @@ Anthropic messages, their stream chunks/events, Hermes' SimpleNamespace).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
 # Built once (``isinstance(v, list | tuple)`` builds the union on every call).
@@ -39,7 +38,7 @@ def get(obj: Any, key: str) -> Any:
         return None
     if isinstance(obj, dict):
         return obj.get(key)
-    cls: type = type(obj)
+    cls = type(obj)
     if _is_pydantic(cls):
         try:
             found = obj.__dict__.get(key, _MISSING)  # a field's value
@@ -58,25 +57,32 @@ def get(obj: Any, key: str) -> Any:
 
 
 _MISSING = object()
+_PYDANTIC: dict[type, bool] = {}  # class -> a pydantic v2 model with the usual storage
+# (class, name) -> whether the class has it: ``hasattr`` on a pydantic class misses
+# through its metaclass's ``__getattr__``, raising (the readers ask the same few names)
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
 
 
-# Both remembered per class (and name): the readers ask the same few names of every
-# response (at most 4096 entries kept: classes made per call cannot grow it).
-@lru_cache(maxsize=4096)
 def _class_has(cls: type, key: str) -> bool:
-    """``hasattr`` on a pydantic class misses through its metaclass's ``__getattr__``,
-    raising: asked once per class and name."""
-    return hasattr(cls, key)
+    known = _CLASS_HAS.get((cls, key))
+    if known is None:
+        known = hasattr(cls, key)
+        if len(_CLASS_HAS) < 4096:
+            _CLASS_HAS[(cls, key)] = known
+    return known
 
 
-@lru_cache(maxsize=4096)
 def _is_pydantic(cls: type) -> bool:
-    """A pydantic v2 model with the usual storage: fields in the instance ``__dict__``,
-    undeclared ones in the ``__pydantic_extra__`` slot (a class with a ``__getattr__`` of
-    its own keeps getattr's path)."""
-    getattr_of = getattr(cls, "__getattr__", None)
-    return hasattr(cls, "__pydantic_fields__") and hasattr(cls, "__pydantic_extra__") and (
-        getattr(getattr_of, "__module__", "") or "").startswith("pydantic.")
+    known = _PYDANTIC.get(cls)
+    if known is None:
+        # pydantic v2: fields in the instance __dict__, undeclared ones in the
+        # __pydantic_extra__ slot; a class of its own __getattr__ keeps getattr's path
+        getattr_of = getattr(cls, "__getattr__", None)
+        known = hasattr(cls, "__pydantic_fields__") and hasattr(cls, "__pydantic_extra__") and (
+            getattr(getattr_of, "__module__", "") or "").startswith("pydantic.")
+        if len(_PYDANTIC) < 4096:  # classes made per call: forget none, grow no further
+            _PYDANTIC[cls] = known
+    return known
 
 
 def _int(value: Any) -> int | None:
