@@ -10,7 +10,7 @@ a streamed response, when the stream ends (``ChatStream``).
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
 from ...core.contract import CallInfo
 from .. import attributes
@@ -126,7 +126,7 @@ def _output_type(request: dict[str, Any]) -> str | None:
     return "json" if kind in _JSON_FORMATS else _c(kind, 64)
 
 
-def _read_already(inner: ResponseFacts | None) -> TypeGuard[ResponseFacts]:
+def _read_already(inner: ResponseFacts | None) -> bool:
     """Whether the SDK layer under a host's chat span read every fact the host's own
     answer could give (id, model, finish reasons, tokens): ``end`` prefers those, so the
     host's answer is not read a second time (benchmark 7: two reads of each response on
@@ -357,13 +357,9 @@ class ChatSpans(ModelCallSpans):
             finisher = ChatStream(self, call, op)
             self._collecting(op, finisher.facts)
             return wrap_stream(result, finisher)
-        inner = op.facts
-        if error is None and _read_already(inner):  # the SDK layer's facts are the call's
-            facts = inner
-        else:
-            facts = self._collecting(op, facts_for(call))
-            if error is None:
-                facts.absorb(result)
+        facts = self._collecting(op, facts_for(call))
+        if error is None and not _read_already(op.facts):
+            facts.absorb(result)
         self.end(call, op, facts, error, None, result)
         return result
 
